@@ -1,0 +1,21 @@
+# The two commands the README promises: `make demo` and `make test`. Both set up first.
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test check bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(BIN)/pgsteady lab up --once
+
+check: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: check
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) lab-report .pytest_cache .mypy_cache .ruff_cache

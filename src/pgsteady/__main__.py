@@ -1,0 +1,3 @@
+from pgsteady.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""Parsing the command line's units: durations (``50ms``, ``1.5s``) and bursts (``30@5s-10s``)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, None: 1.0}
+
+
+def duration(text: str) -> float:
+    """``"50ms"`` -> 0.05; a bare number is seconds. Negative values are refused."""
+    m = _DURATION.match(text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration; write it like 50ms, 1.5s or 2m")
+    seconds = float(m[1]) * _UNITS[m[2]]
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; durations must be >= 0")
+    return seconds
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
+def port(text: str) -> int:
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return value
+
+
+@dataclass(frozen=True)
+class Burst:
+    """Extra workers that join at ``start`` and leave at ``end`` (seconds into the run)."""
+
+    workers: int
+    start: float
+    end: float
+
+
+def burst(text: str) -> Burst:
+    """``"30@5s-10s"``: 30 more workers from 5 s to 10 s; ``"0"`` means no burst."""
+    if text.strip() in ("0", "none"):
+        return Burst(0, 0.0, 0.0)
+    m = re.match(r"^\s*(\d+)\s*@\s*([^-\s]+)\s*-\s*(\S+)\s*$", text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a burst; write it like 30@5s-10s (workers@start-end)")
+    start, end = duration(m[2]), duration(m[3])
+    if end <= start:
+        raise argparse.ArgumentTypeError(f"burst {text!r} ends before it starts")
+    return Burst(int(m[1]), start, end)
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Hold all proxy traffic for ``length`` seconds, once, at ``at`` seconds into the run."""
+
+    length: float
+    at: float
+
+
+def stall(text: str) -> Stall:
+    """``"100ms@7s"``."""
+    m = re.match(r"^\s*([^@\s]+)\s*@\s*(\S+)\s*$", text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a stall; write it like 100ms@7s (length@when)")
+    return Stall(duration(m[1]), duration(m[2]))

@@ -1,0 +1,108 @@
+"""One exception hierarchy for everything pgsteady raises.
+
+Errors raised on a database path also subclass ``psycopg.OperationalError`` (as psycopg_pool's
+do), so an ``except psycopg.OperationalError`` a service already has keeps working::
+
+    PgsteadyError
+    ├── UsageError             bad arguments or input; the CLI exits 2
+    ├── CannotConnect          no server answered; the CLI exits 3      (+ OperationalError)
+    ├── LabError               the embedded cluster or a lab run could not do its job
+    ├── DeadlineExceeded       the caller's deadline passed             (+ OperationalError)
+    │                          .phase says where the time went: "queued" or "running"
+    ├── Overloaded             the backlog is full; failed fast         (+ OperationalError)
+    ├── DatabaseClosed         the Database was closed                  (+ OperationalError)
+    ├── QueryFailed            the server or the driver failed the job  (+ OperationalError)
+    ├── MigrationError         a migration was refused or failed; nothing half-applied
+    │   ├── MigrationBlocked   preflight found sessions that would block it
+    │   └── BadMigration       a migration file is malformed (file:line)
+    └── LintFailed             the linter found problems
+
+Every error has ``exit_code``: what the CLI exits with when the error reaches it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import psycopg
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_CANNOT_CONNECT = 3
+
+
+class PgsteadyError(Exception):
+    """Root of every error pgsteady raises on purpose."""
+
+    exit_code: int = EXIT_FAILURE
+
+
+class UsageError(PgsteadyError):
+    """Arguments or input the user can fix; the message says how."""
+
+    exit_code = EXIT_USAGE
+
+
+class LabError(PgsteadyError):
+    """The embedded cluster, its proxy or a lab scenario could not run."""
+
+
+class CannotConnect(PgsteadyError, psycopg.OperationalError):
+    """No PostgreSQL or PgBouncer answered at the address given."""
+
+    exit_code = EXIT_CANNOT_CONNECT
+
+
+Phase = Literal["queued", "running"]
+
+
+class DeadlineExceeded(PgsteadyError, psycopg.OperationalError):
+    """The caller's deadline passed; the query (if it started) still runs to completion."""
+
+    def __init__(self, phase: Phase, budget: float, spent: float) -> None:
+        self.phase: Phase = phase
+        self.budget = budget
+        self.spent = spent
+        where = "queued in pgsteady" if phase == "queued" else "running on the server"
+        super().__init__(
+            f"deadline of {budget * 1000:.0f} ms exceeded after {spent * 1000:.0f} ms; "
+            f"the job was {where}"
+        )
+
+
+class Overloaded(PgsteadyError, psycopg.OperationalError):
+    """More jobs are waiting than ``max_waiting`` allows; this one was refused at once."""
+
+    def __init__(self, waiting: int, max_waiting: int) -> None:
+        self.waiting = waiting
+        self.max_waiting = max_waiting
+        super().__init__(
+            f"overloaded: {waiting} jobs already waiting (max_waiting={max_waiting}); failed fast"
+        )
+
+
+class DatabaseClosed(PgsteadyError, psycopg.OperationalError):
+    """The Database was closed; no new jobs are accepted."""
+
+
+class QueryFailed(PgsteadyError, psycopg.OperationalError):
+    """The job failed on the server or in the driver; the driver's error is ``__cause__``."""
+
+
+class MigrationError(PgsteadyError):
+    """A migration was refused or failed, and nothing of it was applied."""
+
+
+class MigrationBlocked(MigrationError):
+    """Sessions hold or wait for locks a pending migration needs."""
+
+
+class BadMigration(MigrationError):
+    """A migration file is malformed; the message names the file and line."""
+
+    exit_code = EXIT_USAGE
+
+
+class LintFailed(PgsteadyError):
+    """The linter reported findings."""

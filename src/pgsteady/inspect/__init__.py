@@ -1,0 +1,1 @@
+"""Looking at a running PostgreSQL and PgBouncer: activity, locks, pools, logs."""

@@ -1,0 +1,1 @@
+"""The lab: an embedded PostgreSQL + PgBouncer + fault proxy, load, and the scenarios."""

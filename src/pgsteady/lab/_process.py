@@ -1,0 +1,225 @@
+"""Finding, starting and always stopping the server processes the lab runs.
+
+PostgreSQL and PgBouncer refuse to run as root, so when we are root they run as an
+unprivileged OS user (Debian's packages create ``postgres``). Every child gets a
+parent-death signal, so even a ``kill -9`` of the Python process leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import glob
+import logging
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from pgsteady.errors import LabError
+
+log = logging.getLogger("pgsteady.lab")
+
+_PR_SET_PDEATHSIG = 1
+_APT_HINT = "install it with: apt-get install -y postgresql pgbouncer (or run `make demo`)"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where PostgreSQL's server programs and PgBouncer live."""
+
+    pg_bindir: Path
+    pgbouncer: Path
+
+    @property
+    def postgres(self) -> Path:
+        return self.pg_bindir / "postgres"
+
+    @property
+    def initdb(self) -> Path:
+        return self.pg_bindir / "initdb"
+
+    def postgres_version(self) -> str:
+        return _version_of(str(self.postgres))
+
+    def pgbouncer_version(self) -> str:
+        return _version_of(str(self.pgbouncer))
+
+    def pgbouncer_version_tuple(self) -> tuple[int, ...]:
+        digits = self.pgbouncer_version().split()[-1]
+        return tuple(int(part) for part in digits.split(".") if part.isdigit())
+
+
+@cache
+def _version_of(program: str) -> str:
+    out = subprocess.run([program, "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.splitlines()[0].strip() if out.stdout else "unknown"
+
+
+def find_binaries() -> Binaries:
+    """Locate ``postgres``/``initdb`` and ``pgbouncer``, or say how to install them.
+
+    Order: ``$PGSTEADY_PG_BINDIR``, ``pg_config --bindir``, ``/usr/lib/postgresql/*/bin``
+    (newest first), then ``PATH``; PgBouncer: ``$PGSTEADY_PGBOUNCER``, ``PATH``, ``/usr/sbin``.
+    """
+    return Binaries(pg_bindir=_find_pg_bindir(), pgbouncer=_find_pgbouncer())
+
+
+def _find_pg_bindir() -> Path:
+    candidates: list[Path] = []
+    if env := os.environ.get("PGSTEADY_PG_BINDIR"):
+        candidates.append(Path(env))
+    if pg_config := shutil.which("pg_config"):
+        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        if out.returncode == 0 and out.stdout.strip():
+            candidates.append(Path(out.stdout.strip()))
+
+    def major(path: str) -> float:
+        name = Path(path).parent.name
+        return float(name) if name.replace(".", "", 1).isdigit() else 0.0
+
+    candidates += [Path(p) for p in sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=major,
+                                           reverse=True)]
+    if on_path := shutil.which("postgres"):
+        candidates.append(Path(on_path).resolve().parent)
+    for bindir in candidates:
+        if (bindir / "postgres").is_file() and (bindir / "initdb").is_file():
+            return bindir
+    raise LabError(f"PostgreSQL server binaries (postgres, initdb) not found; {_APT_HINT}")
+
+
+def _find_pgbouncer() -> Path:
+    env = os.environ.get("PGSTEADY_PGBOUNCER")
+    for candidate in (env, shutil.which("pgbouncer"), "/usr/sbin/pgbouncer"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise LabError(f"pgbouncer not found; {_APT_HINT}")
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The OS user the servers run as; ``None`` fields mean "as ourselves"."""
+
+    user: str | None = None
+    uid: int | None = None
+    gid: int | None = None
+
+    def chown(self, path: Path) -> None:
+        if self.uid is not None and self.gid is not None:
+            os.chown(path, self.uid, self.gid)
+
+
+def run_as() -> RunAs:
+    """Ourselves when unprivileged; when root, ``$PGSTEADY_RUN_AS`` or ``postgres``."""
+    if os.geteuid() != 0:
+        return RunAs()
+    name = os.environ.get("PGSTEADY_RUN_AS", "postgres")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise LabError(
+            f"running as root, and PostgreSQL refuses to run as root, but there is no OS user "
+            f"{name!r} to run it as; create one (useradd --system {name}) or set PGSTEADY_RUN_AS"
+        ) from None
+    return RunAs(user=name, uid=entry.pw_uid, gid=entry.pw_gid)
+
+
+def _die_with_parent(sig: int) -> Callable[[], None]:
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+    return preexec
+
+
+def spawn(
+    argv: Sequence[str], *, log_path: Path, who: RunAs, death_signal: int, cwd: Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a server in its own session (Ctrl-C reaches us, not it), logging to a file."""
+    with open(log_path, "ab") as out:
+        who.chown(log_path)
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            user=who.uid,
+            group=who.gid,
+            extra_groups=[] if who.uid is not None else None,
+            preexec_fn=_die_with_parent(death_signal),  # noqa: PLW1509 - no threads yet at spawn
+        )
+
+
+def stop(proc: subprocess.Popen[bytes], first: int, *, grace: float = 10.0) -> None:
+    """Send ``first``; if the process has not exited within ``grace`` s, kill its group."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(first)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        log.warning("pid %d ignored signal %d for %.0f s; killing it", proc.pid, first, grace)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=grace)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def check_port_free(port: int, what: str) -> None:
+    """Fail with a one-line fix if ``port`` on 127.0.0.1 is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise LabError(
+                    f"port {port} on 127.0.0.1 (for {what}) is taken by another process; "
+                    f"choose another port or leave it unset to pick a free one"
+                ) from None
+            raise LabError(f"cannot use port {port} on 127.0.0.1 for {what}: {exc.strerror}")\
+                from None
+
+
+def tail(path: Path, lines: int = 5) -> str:
+    """The last lines of a log, for error messages."""
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])
+
+
+def wait_until(
+    ready: Callable[[], bool], *, proc: subprocess.Popen[bytes], timeout: float, what: str,
+    log_path: Path,
+) -> None:
+    """Poll ``ready`` until true; fail naming the log if the process exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError(f"{what} exited with code {proc.returncode} while starting: "
+                           f"{tail(log_path, 3)} (log: {log_path})")
+        if ready():
+            return
+        time.sleep(0.02)
+    raise LabError(f"{what} did not become ready within {timeout:.0f} s (log: {log_path})")

@@ -1,0 +1,453 @@
+"""An embedded PostgreSQL + PgBouncer (+ fault proxy) on loopback, for labs, tests and users.
+
+``Cluster`` is the sandbox ``pgsteady lab up`` prints DSNs for; ``Postgres`` and ``PgBouncer``
+are its parts, usable alone (the pytest plugin shares one PostgreSQL across a session and
+starts a PgBouncer per test, as PgBouncer's own suite does). Everything lives in one temp
+directory, listens on 127.0.0.1 only, trusts local connections, and is stopped and removed on
+every way out: normal exit, exception, Ctrl-C, test failure, even ``kill -9`` of Python (the
+servers carry a parent-death signal; see ``_process``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+import psycopg
+from psycopg import sql
+
+from pgsteady.errors import LabError
+from pgsteady.inspect.pgbouncer import LogReader, admin
+from pgsteady.lab import _process
+from pgsteady.lab._process import Binaries, RunAs
+from pgsteady.lab.proxy import FaultProxy
+
+log = logging.getLogger("pgsteady.lab")
+
+SUPERUSER = "postgres"
+_T = TypeVar("_T")
+Setting = str | int | float | bool
+
+# Settings that make a throwaway server fast; durability is not the point here.
+FAST_PG_SETTINGS: dict[str, Setting] = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": 200,
+    "shared_buffers": "64MB",
+}
+
+
+def _conf_value(value: Setting) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int | float):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgsteady-lab-") -> Path:
+    """A fresh private directory the servers' OS user owns; a clear error if we cannot."""
+    base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    except OSError as exc:
+        raise LabError(f"cannot create the lab directory under {base}: {exc.strerror}; "
+                       f"pass a writable directory (--dir) instead") from None
+    who.chown(path)
+    if who.uid is not None and not _reachable_by_others(path.parent):
+        shutil.rmtree(path, ignore_errors=True)
+        raise LabError(f"{base} is not reachable by OS user {who.user!r}, which runs the "
+                       f"servers; pass a directory it can enter (--dir), e.g. /tmp")
+    return path
+
+
+def _reachable_by_others(path: Path) -> bool:
+    return all(part.stat().st_mode & 0o001 for part in [path, *path.parents])
+
+
+class Postgres:
+    """A throwaway PostgreSQL: initdb into ``workdir``, listening on 127.0.0.1 only."""
+
+    def __init__(
+        self, workdir: Path, *, port: int | None = None,
+        settings: Mapping[str, Setting] | None = None, binaries: Binaries | None = None,
+        who: RunAs | None = None,
+    ) -> None:
+        self.binaries = binaries or _process.find_binaries()
+        self.who = who or _process.run_as()
+        self.workdir = workdir
+        self.data_dir = workdir / "pgdata"
+        self.log_path = workdir / "postgres.log"
+        self._fixed_port = port
+        self.port = port or 0
+        self.settings = {**FAST_PG_SETTINGS, **(settings or {})}
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def dsn(self, dbname: str = "postgres", **params: Any) -> str:
+        """A libpq DSN for this server; extra keywords (application_name=...) are appended."""
+        parts = [f"host=127.0.0.1 port={self.port} dbname={dbname} user={SUPERUSER}"]
+        parts += [f"{k}={v}" for k, v in params.items()]
+        return " ".join(parts)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def initdb(self) -> None:
+        out = subprocess.run(
+            [str(self.binaries.initdb), "-D", str(self.data_dir), "-U", SUPERUSER,
+             "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
+            capture_output=True, text=True, cwd=self.workdir, check=False,
+            user=self.who.uid, group=self.who.gid,
+            extra_groups=[] if self.who.uid is not None else None,
+        )
+        if out.returncode != 0:
+            last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["no output"]
+            raise LabError(f"initdb failed (exit {out.returncode}): {last[0]}; "
+                           f"check that {self.workdir} is writable by the server's OS user")
+        (self.data_dir / "pg_hba.conf").write_text(
+            "# pgsteady lab: trust, loopback and the private socket only\n"
+            "local all all trust\n"
+            "host  all all 127.0.0.1/32 trust\n"
+        )
+
+    def _write_settings(self) -> None:
+        lines = [
+            "listen_addresses = '127.0.0.1'",
+            f"port = {self.port}",
+            f"unix_socket_directories = {_conf_value(str(self.workdir))}",
+            "logging_collector = off",
+        ]
+        lines += [f"{name} = {_conf_value(value)}" for name, value in self.settings.items()]
+        path = self.data_dir / "pgsteady.conf"
+        path.write_text("\n".join(lines) + "\n")
+        self.who.chown(path)
+        conf = self.data_dir / "postgresql.conf"
+        if "include 'pgsteady.conf'" not in conf.read_text():
+            with open(conf, "a") as f:
+                f.write("\ninclude 'pgsteady.conf'\n")
+
+    def start(self) -> Self:
+        if not self.data_dir.exists():
+            self.initdb()
+        if self._fixed_port:
+            _process.check_port_free(self._fixed_port, "PostgreSQL")
+        elif not self.port:
+            self.port = _process.free_port()
+        self._write_settings()
+        self._proc = _process.spawn(
+            [str(self.binaries.postgres), "-D", str(self.data_dir)], log_path=self.log_path,
+            who=self.who, death_signal=signal.SIGQUIT, cwd=self.workdir)
+        _process.wait_until(self._accepts, proc=self._proc, timeout=60, what="PostgreSQL",
+                            log_path=self.log_path)
+        return self
+
+    def _accepts(self) -> bool:
+        try:
+            with psycopg.connect(self.dsn(), connect_timeout=2):
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def stop(self, *, mode: str = "fast") -> None:
+        """Stop the server: ``fast`` (SIGINT, rolls back sessions) or ``immediate`` (SIGQUIT)."""
+        if self._proc is not None:
+            _process.stop(self._proc, signal.SIGINT if mode == "fast" else signal.SIGQUIT)
+            self._proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def version(self) -> str:
+        with psycopg.connect(self.dsn()) as conn:
+            return str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database and return its DSN."""
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return self.dsn(name)
+
+    def drop_database(self, name: str) -> None:
+        with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
+class PgBouncer:
+    """A PgBouncer in front of ``upstream_port``, its admin console on, every connect logged."""
+
+    def __init__(
+        self, workdir: Path, upstream_port: int, *, pool_mode: str = "transaction",
+        pool_size: int = 4, min_pool_size: int = 0, max_client_conn: int = 1000,
+        query_wait_timeout: float = 120, port: int | None = None,
+        settings: Mapping[str, Setting] | None = None, users: Iterable[str] = (),
+        binaries: Binaries | None = None, who: RunAs | None = None,
+    ) -> None:
+        if pool_mode not in ("session", "transaction", "statement"):
+            raise LabError(f"unknown pool_mode {pool_mode!r}; use session, transaction or "
+                           f"statement")
+        self.binaries = binaries or _process.find_binaries()
+        self.who = who or _process.run_as()
+        self.workdir = workdir
+        self.upstream_port = upstream_port
+        self.pool_mode = pool_mode
+        self.pool_size = pool_size
+        self.config: dict[str, Setting] = {
+            "pool_mode": pool_mode,
+            "default_pool_size": pool_size,
+            "min_pool_size": min_pool_size,
+            "max_client_conn": max_client_conn,
+            "query_wait_timeout": query_wait_timeout,
+            **(settings or {}),
+        }
+        self.users = {SUPERUSER, *users}
+        self._fixed_port = port
+        self.port = port or 0
+        self.ini_path = workdir / "pgbouncer.ini"
+        self.log_path = workdir / "pgbouncer.log"
+        self._stderr_path = workdir / "pgbouncer.stderr"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def dsn(self, dbname: str = "postgres", **params: Any) -> str:
+        parts = [f"host=127.0.0.1 port={self.port} dbname={dbname} user={SUPERUSER}"]
+        parts += [f"{k}={v}" for k, v in params.items()]
+        return " ".join(parts)
+
+    @property
+    def admin_dsn(self) -> str:
+        return self.dsn("pgbouncer")
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def admin(self, command: str) -> list[dict[str, Any]]:
+        """An admin-console command, e.g. ``admin("SHOW POOLS")``, as dict rows."""
+        return admin(self.admin_dsn, command)
+
+    def log_reader(self, *, from_start: bool = False) -> LogReader:
+        return LogReader(self.log_path, from_start=from_start)
+
+    def _write_config(self) -> None:
+        settings: dict[str, Setting] = {
+            "listen_addr": "127.0.0.1",
+            "listen_port": self.port,
+            "unix_socket_dir": "",
+            "auth_type": "trust",
+            "auth_file": str(self.workdir / "userlist.txt"),
+            "admin_users": SUPERUSER,
+            "stats_users": SUPERUSER,
+            "logfile": str(self.log_path),
+            "pidfile": str(self.workdir / "pgbouncer.pid"),
+            "log_connections": 1,
+            "log_disconnections": 1,
+            "log_pooler_errors": 1,
+            **self.config,
+        }
+        body = [f"[databases]\n* = host=127.0.0.1 port={self.upstream_port}\n", "[pgbouncer]"]
+        body += [f"{k} = {_ini_value(v)}" for k, v in settings.items()]
+        self.ini_path.write_text("\n".join(body) + "\n")
+        userlist = self.workdir / "userlist.txt"
+        userlist.write_text("".join(f'"{u}" ""\n' for u in sorted(self.users)))
+        for path in (self.ini_path, userlist):
+            self.who.chown(path)
+
+    def start(self) -> Self:
+        if self._fixed_port:
+            _process.check_port_free(self._fixed_port, "PgBouncer")
+        elif not self.port:
+            self.port = _process.free_port()
+        self._write_config()
+        env = {**os.environ, "TZ": "UTC"}  # log timestamps the log reader can place exactly
+        self._proc = _process.spawn(
+            [str(self.binaries.pgbouncer), str(self.ini_path)], log_path=self._stderr_path,
+            who=self.who, death_signal=signal.SIGTERM, cwd=self.workdir, env=env)
+        _process.wait_until(self._accepts, proc=self._proc, timeout=30, what="PgBouncer",
+                            log_path=self._stderr_path)
+        return self
+
+    def _accepts(self) -> bool:
+        try:
+            self.admin("SHOW VERSION")
+        except psycopg.OperationalError:
+            return False
+        return True
+
+    def reload(self, **settings: Setting) -> None:
+        """Change settings on the running PgBouncer (``RELOAD``), e.g. ``reload(pool_size=8)``."""
+        self.config.update(settings)
+        self._write_config()
+        self.admin("RELOAD")
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            # Before 1.23 SIGTERM is an immediate shutdown; from 1.23 on that is SIGQUIT.
+            immediate = (signal.SIGQUIT if self.binaries.pgbouncer_version_tuple() >= (1, 23)
+                         else signal.SIGTERM)
+            _process.stop(self._proc, immediate, grace=5)
+            self._proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def _ini_value(value: Setting) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+_LIVE: set[Cluster] = set()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for cluster in list(_LIVE):
+        cluster.stop()
+
+
+class Cluster:
+    """PostgreSQL, optionally the fault proxy, and PgBouncer, wired in that order.
+
+    ``with Cluster(pool_size=1, proxy=True) as c: psycopg.connect(c.pooled_dsn())``.
+    Pass ``postgres=`` to put a new proxy + PgBouncer in front of a server you already have;
+    the cluster then stops only what it started.
+    """
+
+    def __init__(
+        self, *, pool_mode: str = "transaction", pool_size: int = 4, min_pool_size: int = 0,
+        max_client_conn: int = 1000, query_wait_timeout: float = 120, proxy: bool = False,
+        connect_delay: float = 0.0, pg_settings: Mapping[str, Setting] | None = None,
+        pgbouncer_settings: Mapping[str, Setting] | None = None, pg_port: int | None = None,
+        pgbouncer_port: int | None = None, base_dir: str | Path | None = None,
+        keep: bool = False, postgres: Postgres | None = None, users: Iterable[str] = (),
+    ) -> None:
+        self.binaries = postgres.binaries if postgres else _process.find_binaries()
+        self.who = postgres.who if postgres else _process.run_as()
+        self.keep = keep
+        self._base_dir = base_dir
+        self._owns_postgres = postgres is None
+        self._pg_args: dict[str, Any] = {"port": pg_port, "settings": pg_settings}
+        self._bouncer_args: dict[str, Any] = {
+            "pool_mode": pool_mode, "pool_size": pool_size, "min_pool_size": min_pool_size,
+            "max_client_conn": max_client_conn, "query_wait_timeout": query_wait_timeout,
+            "port": pgbouncer_port, "settings": pgbouncer_settings, "users": users,
+        }
+        self._want_proxy = proxy or connect_delay > 0
+        self._connect_delay = connect_delay
+        self.dir: Path | None = None
+        self.postgres: Postgres | None = postgres
+        self.proxy: FaultProxy | None = None
+        self.pgbouncer: PgBouncer | None = None
+
+    def start(self) -> Self:
+        _LIVE.add(self)
+        try:
+            self.dir = make_workdir(self._base_dir, self.who)
+            if self.postgres is None:
+                self.postgres = Postgres(self.dir, binaries=self.binaries, who=self.who,
+                                         **self._pg_args)
+                self.postgres.start()
+            upstream = self.postgres.port
+            if self._want_proxy:
+                self.proxy = FaultProxy(upstream, connect_delay=self._connect_delay).start()
+                upstream = self.proxy.port
+            self.pgbouncer = PgBouncer(self.dir, upstream, binaries=self.binaries, who=self.who,
+                                       **self._bouncer_args)
+            self.pgbouncer.start()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("lab cluster up in %s", self.dir)
+        return self
+
+    def stop(self) -> None:
+        """Stop everything this cluster started and remove its directory (unless ``keep``)."""
+        _LIVE.discard(self)
+        for step in (self._stop_pgbouncer, self._stop_proxy, self._stop_postgres):
+            try:
+                step()
+            except Exception:
+                log.exception("while stopping the lab cluster")
+        if self.dir is not None and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def _stop_pgbouncer(self) -> None:
+        if self.pgbouncer is not None:
+            self.pgbouncer.stop()
+
+    def _stop_proxy(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+
+    def _stop_postgres(self) -> None:
+        if self.postgres is not None and self._owns_postgres:
+            self.postgres.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- addresses -------------------------------------------------------------------------
+
+    def direct_dsn(self, dbname: str = "postgres", **params: Any) -> str:
+        """Straight to PostgreSQL (bypasses the proxy and PgBouncer)."""
+        return self._require(self.postgres).dsn(dbname, **params)
+
+    def pooled_dsn(self, dbname: str = "postgres", **params: Any) -> str:
+        """Through PgBouncer (and the proxy, if there is one)."""
+        return self._require(self.pgbouncer).dsn(dbname, **params)
+
+    @property
+    def admin_dsn(self) -> str:
+        return self._require(self.pgbouncer).admin_dsn
+
+    @staticmethod
+    def _require(part: _T | None) -> _T:
+        if part is None:
+            raise LabError("the lab cluster is not running; call start() or use `with`")
+        return part
+
+    def wait_pool_filled(self, dbname: str, servers: int, timeout: float = 10.0) -> None:
+        """Wait until PgBouncer holds ``servers`` idle+active server connections for ``dbname``."""
+        bouncer = self._require(self.pgbouncer)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pools = [p for p in bouncer.admin("SHOW POOLS") if p["database"] == dbname]
+            if pools and sum(p["sv_idle"] + p["sv_active"] + p["sv_used"] for p in pools) \
+                    >= servers:
+                return
+            time.sleep(0.05)
+        raise LabError(f"PgBouncer did not open {servers} server connections to {dbname} "
+                       f"within {timeout:.0f} s")
+
+
+def versions(binaries: Binaries | None = None) -> dict[str, str]:
+    """``{"postgresql": ..., "pgbouncer": ...}``, or "not found" for what is missing."""
+    try:
+        b = binaries or _process.find_binaries()
+    except LabError:
+        return {"postgresql": "not found", "pgbouncer": "not found"}
+    with contextlib.suppress(OSError):
+        return {"postgresql": b.postgres_version(), "pgbouncer": b.pgbouncer_version()}
+    return {"postgresql": "unknown", "pgbouncer": "unknown"}

@@ -1,0 +1,62 @@
+"""Durations and DSN redaction: the small pieces every verb relies on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pgsteady.errors import UsageError
+from pgsteady.settings import pg_interval, redact, scrub, to_seconds
+
+
+def test_durations_accept_seconds_timedelta_and_none():
+    """Float seconds, timedelta and None (no limit) are all durations."""
+    assert to_seconds(0.05) == 0.05
+    assert to_seconds(timedelta(milliseconds=250)) == 0.25
+    assert to_seconds(None) is None
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), timedelta(seconds=-2)])
+def test_negative_or_nan_durations_are_refused(bad):
+    """A negative or NaN duration is a usage error naming the argument."""
+    with pytest.raises(UsageError, match="deadline"):
+        to_seconds(bad, "deadline")
+
+
+def test_pg_interval_rounds_to_milliseconds_and_never_to_zero():
+    """0.0004 s must not become 0 (which PostgreSQL reads as 'no limit')."""
+    assert pg_interval(None) == "0"
+    assert pg_interval(0.0004) == "1ms"
+    assert pg_interval(1.5) == "1500ms"
+
+
+@pytest.mark.parametrize(
+    ("dsn", "secret"),
+    [
+        ("host=db password=hunter2 user=app", "hunter2"),
+        ("host=db password='hun ter2' user=app", "hun ter2"),
+        ("postgresql://app:hunter2@db:5432/app", "hunter2"),
+    ],
+)
+def test_redact_hides_passwords(dsn, secret):
+    """Keyword and URL DSNs lose their password and keep the rest."""
+    assert secret not in redact(dsn)
+    assert "***" in redact(dsn)
+    assert secret not in scrub(f"connection to {dsn} failed")
+
+
+@given(st.text(min_size=1, max_size=30).filter(lambda s: s.strip() and "'" not in s
+                                                and "\\" not in s))
+def test_redact_never_leaks_any_password(password):
+    """Whatever the password, it does not survive redaction of a quoted keyword DSN."""
+    dsn = f"host=db user=app password='{password}'"
+    assert f"'{password}'" not in redact(dsn)
+    assert f"'{password}'" not in scrub(dsn)
+
+
+def test_redact_leaves_passwordless_dsns_alone():
+    """Nothing to hide: the DSN is returned unchanged."""
+    assert redact("host=127.0.0.1 port=5432 dbname=app") == "host=127.0.0.1 port=5432 dbname=app"
