@@ -1,6 +1,8 @@
 """pgsteady: keep PostgreSQL-backed services standing. This module only re-exports."""
 
+from pgsteady._core import DatabaseStats
 from pgsteady._version import __version__
+from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import (
     CannotConnect,
     DatabaseClosed,
@@ -13,10 +15,16 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
+from pgsteady.runner import DEFAULT, Database
+from pgsteady.settings import SessionSettings
 
 __all__ = [
+    "DEFAULT",
+    "AsyncDatabase",
     "CannotConnect",
+    "Database",
     "DatabaseClosed",
+    "DatabaseStats",
     "DeadlineExceeded",
     "LabError",
     "MigrationBlocked",
@@ -24,6 +32,7 @@ __all__ = [
     "Overloaded",
     "PgsteadyError",
     "QueryFailed",
+    "SessionSettings",
     "UsageError",
     "__version__",
 ]

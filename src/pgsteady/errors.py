@@ -8,7 +8,8 @@ do), so an ``except psycopg.OperationalError`` a service already has keeps worki
     ├── CannotConnect          no server answered; the CLI exits 3      (+ OperationalError)
     ├── LabError               the embedded cluster or a lab run could not do its job
     ├── DeadlineExceeded       the caller's deadline passed             (+ OperationalError)
-    │                          .phase says where the time went: "queued" or "running"
+    │                          .phase says where the time went: "queued", "connecting"
+    │                          or "running"; .budget and .spent in seconds
     ├── Overloaded             the backlog is full; failed fast         (+ OperationalError)
     ├── DatabaseClosed         the Database was closed                  (+ OperationalError)
     ├── QueryFailed            the server or the driver failed the job  (+ OperationalError)
@@ -54,7 +55,7 @@ class CannotConnect(PgsteadyError, psycopg.OperationalError):
     exit_code = EXIT_CANNOT_CONNECT
 
 
-Phase = Literal["queued", "running"]
+Phase = Literal["queued", "connecting", "running"]
 
 
 class DeadlineExceeded(PgsteadyError, psycopg.OperationalError):
@@ -64,7 +65,8 @@ class DeadlineExceeded(PgsteadyError, psycopg.OperationalError):
         self.phase: Phase = phase
         self.budget = budget
         self.spent = spent
-        where = "queued in pgsteady" if phase == "queued" else "running on the server"
+        where = {"queued": "queued in pgsteady", "connecting": "waiting for a connection",
+                 "running": "running on the server (it will run to completion)"}[phase]
         super().__init__(
             f"deadline of {budget * 1000:.0f} ms exceeded after {spent * 1000:.0f} ms; "
             f"the job was {where}"

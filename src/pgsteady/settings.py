@@ -5,9 +5,12 @@ A DSN may carry a password; anything pgsteady prints or logs goes through :func:
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -58,3 +61,65 @@ def pg_interval(seconds: float | None) -> str:
     if seconds is None:
         return "0"
     return f"{max(1, round(seconds * 1000))}ms"
+
+
+POOLERS = ("direct", "session", "transaction")
+
+
+def default_label(service: str) -> str:
+    """``service@host:pid``: who opened a session, visible in ``pg_stat_activity``."""
+    return f"{service}@{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Timeouts and the label every pgsteady session carries, and how they reach the server.
+
+    How depends on what is between us and PostgreSQL (``pooler``):
+
+    - ``direct``: as startup ``options`` (``-c statement_timeout=...``): free per query.
+    - ``session`` (PgBouncer session mode): PgBouncer refuses startup ``options``, so a
+      plain ``SET`` once per connection; the server connection stays ours.
+    - ``transaction`` (PgBouncer transaction mode): a plain ``SET`` would leak to whichever
+      client gets that server connection next, so every unit of work is one transaction that
+      starts with ``SET LOCAL`` (sent pipelined with the work: no extra round trip).
+
+    ``application_name`` is a startup parameter in every mode (PgBouncer passes it on).
+    """
+
+    service: str = "pgsteady"
+    statement_timeout: float | None = 30.0
+    lock_timeout: float | None = 5.0
+    idle_in_transaction_timeout: float | None = 60.0
+    pooler: str = "direct"
+    application_name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.pooler not in POOLERS:
+            raise UsageError(f"pooler must be one of {', '.join(POOLERS)}; got {self.pooler!r}")
+        if not self.application_name:
+            object.__setattr__(self, "application_name", default_label(self.service))
+
+    def values(self) -> dict[str, str]:
+        return {
+            "statement_timeout": pg_interval(self.statement_timeout),
+            "lock_timeout": pg_interval(self.lock_timeout),
+            "idle_in_transaction_session_timeout": pg_interval(self.idle_in_transaction_timeout),
+        }
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``psycopg.connect`` in this pooler mode."""
+        kwargs: dict[str, Any] = {"application_name": self.application_name[:63]}
+        if self.pooler == "direct":
+            kwargs["options"] = " ".join(f"-c {k}={v}" for k, v in self.values().items())
+        else:
+            # PgBouncer < 1.21 cannot route named prepared statements in transaction mode.
+            kwargs["prepare_threshold"] = None
+        return kwargs
+
+    def set_query(self) -> tuple[str, tuple[str, ...]]:
+        """One statement setting every timeout: session-wide, or ``LOCAL`` in transaction mode."""
+        local = "true" if self.pooler == "transaction" else "false"
+        calls = ", ".join(f"set_config(%s, %s, {local})" for _ in self.values())
+        params = tuple(x for item in self.values().items() for x in item)
+        return f"SELECT {calls}", params

@@ -1,0 +1,268 @@
+"""The decisions both runners share: admitting a job, dropping it, and counting how it ended.
+
+``runner.Database`` (threads) and ``arunner.AsyncDatabase`` (asyncio) are thin I/O shells
+around this module: every rule about deadlines, the bounded backlog and the stats lives here
+once, so the two cannot drift apart. Nothing here blocks or does I/O; the sync shell calls it
+under its lock, the async shell from its event loop.
+
+A job's life::
+
+    admit ──► QUEUED ──► CONNECTING ──► RUNNING ──► DONE      (answered / abandoned / failed)
+                │            │
+                └────────────┴──► DROPPED                     (its caller gave up first: the
+                                                               database never saw it)
+
+The point of no return is the step to RUNNING, taken only with a connection in hand and the
+caller still waiting. After it, the query runs to completion on its connection even if the
+caller leaves: a deadline ends a wait, never a query, and never closes a connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from pgsteady.errors import (
+    CannotConnect,
+    DatabaseClosed,
+    DeadlineExceeded,
+    Overloaded,
+    Phase,
+    QueryFailed,
+    UsageError,
+)
+from pgsteady.settings import SessionSettings, scrub
+
+
+class State(enum.IntEnum):
+    QUEUED = 0
+    CONNECTING = 1
+    RUNNING = 2
+    DONE = 3
+    DROPPED = 4
+
+
+@dataclass(eq=False, slots=True)
+class Job:
+    """One unit of work and its caller's deadline (absolute, ``time.monotonic()``)."""
+
+    work: Callable[[Any], Any]
+    budget: float | None
+    submitted: float
+    deadline: float | None
+    state: State = State.QUEUED
+    abandoned: bool = False
+    result: Any = None
+    error: BaseException | None = None
+    waker: Any = None  # the shell's completion signal: a Lock (threads) or a Future (asyncio)
+
+    def remaining(self, now: float) -> float | None:
+        return None if self.deadline is None else self.deadline - now
+
+
+@dataclass(frozen=True)
+class DatabaseStats:
+    """A snapshot of a Database. After all jobs have ended, ``accepted`` equals
+    ``answered + dropped_before_start + abandoned_completions + failed``."""
+
+    pool_size: int
+    connections_in_use: int
+    queued: int
+    running: int
+    accepted: int
+    answered: int
+    deadline_exceeded_queued: int
+    deadline_exceeded_connecting: int
+    deadline_exceeded_running: int
+    dropped_before_start: int
+    abandoned_completions: int
+    overloaded: int
+    failed: int
+
+    @property
+    def deadline_exceeded(self) -> int:
+        return (self.deadline_exceeded_queued + self.deadline_exceeded_connecting
+                + self.deadline_exceeded_running)
+
+    @property
+    def in_flight(self) -> int:
+        return self.accepted - (self.answered + self.dropped_before_start
+                                + self.abandoned_completions + self.failed)
+
+
+@dataclass
+class Core:
+    """Backlog and bookkeeping; the caller provides mutual exclusion."""
+
+    pool_size: int
+    max_waiting: int
+    waiting: deque[Job] = field(default_factory=deque)
+    closed: bool = False
+    connecting: int = 0
+    running: int = 0
+    accepted: int = 0
+    answered: int = 0
+    exceeded: dict[str, int] = field(
+        default_factory=lambda: {"queued": 0, "connecting": 0, "running": 0})
+    dropped_before_start: int = 0
+    abandoned_completions: int = 0
+    overloaded: int = 0
+    failed: int = 0
+
+    def admit(self, job: Job) -> None:
+        """Queue ``job`` or refuse it at once: the backlog never grows past ``max_waiting``."""
+        if self.closed:
+            raise DatabaseClosed("the Database is closed; create a new one")
+        if len(self.waiting) >= self.max_waiting:
+            self.overloaded += 1
+            raise Overloaded(len(self.waiting), self.max_waiting)
+        self.accepted += 1
+        self.waiting.append(job)
+
+    def close(self) -> list[Job]:
+        """Refuse new jobs; end the queued ones with :class:`DatabaseClosed`."""
+        self.closed = True
+        pending = list(self.waiting)
+        self.waiting.clear()
+        for job in pending:
+            job.state = State.DONE
+            job.error = DatabaseClosed("the Database was closed before this job started")
+            self.dropped_before_start += 1
+        return pending
+
+    def take(self) -> Job | None:
+        """The next job for a worker, or None if there is none."""
+        if not self.waiting:
+            return None
+        job = self.waiting.popleft()
+        job.state = State.CONNECTING
+        self.connecting += 1
+        return job
+
+    def begin(self, job: Job, now: float) -> bool:
+        """A worker holds a connection for ``job``: run it, unless its caller is gone or its
+        deadline has already passed (then drop it; the database never sees it)."""
+        self.connecting -= 1
+        if job.abandoned or (job.deadline is not None and now >= job.deadline):
+            job.state = State.DROPPED
+            self.dropped_before_start += 1
+            return False
+        job.state = State.RUNNING
+        self.running += 1
+        return True
+
+    def no_connection(self, job: Job, error: BaseException) -> None:
+        """The worker could not get a connection for ``job`` in time."""
+        self.connecting -= 1
+        if job.abandoned or (job.deadline is not None and time.monotonic() >= job.deadline):
+            job.state = State.DROPPED
+            self.dropped_before_start += 1
+        else:
+            job.state = State.DONE
+            job.error = error
+            self.failed += 1
+
+    def finish(self, job: Job, result: Any, error: BaseException | None) -> None:
+        """A started job ended; classify it once."""
+        self.running -= 1
+        job.state = State.DONE
+        job.result, job.error = result, error
+        if error is not None:
+            self.failed += 1
+        elif job.abandoned:
+            self.abandoned_completions += 1
+        else:
+            self.answered += 1
+
+    def give_up(self, job: Job, now: float) -> DeadlineExceeded | None:
+        """The caller's deadline passed. Returns the error to raise, or None if the job
+        finished in the meantime (the caller then takes its outcome)."""
+        if job.state == State.DONE:
+            return None
+        job.abandoned = True
+        phase: Phase
+        if job.state == State.QUEUED:
+            self.waiting.remove(job)  # O(max_waiting): the backlog is small and bounded
+            job.state = State.DROPPED
+            self.dropped_before_start += 1
+            phase = "queued"
+        elif job.state == State.DROPPED:
+            phase = "queued"
+        elif job.state == State.CONNECTING:
+            phase = "connecting"
+        else:
+            phase = "running"
+        self.exceeded[phase] += 1
+        return DeadlineExceeded(phase, job.budget or 0.0, now - job.submitted)
+
+    def outcome(self, job: Job, now: float) -> Any:
+        """What the caller gets for a job that ended while it waited."""
+        if job.state == State.DROPPED:  # a worker found it past its deadline
+            self.exceeded["queued"] += 1
+            raise DeadlineExceeded("queued", job.budget or 0.0, now - job.submitted)
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def snapshot(self, connections_in_use: int) -> DatabaseStats:
+        return DatabaseStats(
+            pool_size=self.pool_size, connections_in_use=connections_in_use,
+            queued=len(self.waiting), running=self.running, accepted=self.accepted,
+            answered=self.answered, deadline_exceeded_queued=self.exceeded["queued"],
+            deadline_exceeded_connecting=self.exceeded["connecting"],
+            deadline_exceeded_running=self.exceeded["running"],
+            dropped_before_start=self.dropped_before_start,
+            abandoned_completions=self.abandoned_completions, overloaded=self.overloaded,
+            failed=self.failed,
+        )
+
+
+# Server errors a caller should see as they are (a unique violation is the caller's business);
+# these SQLSTATE classes mean the connection itself failed instead.
+_CONNECTION_FAILURE_CLASSES = ("08", "57P")
+
+
+def wrap_error(exc: BaseException) -> BaseException:
+    """The error a caller sees: the server's own SQL errors unchanged, connection and driver
+    failures as :class:`QueryFailed` with the driver's exception as ``__cause__``."""
+    if not isinstance(exc, psycopg.Error):
+        return exc
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate and not sqlstate.startswith(_CONNECTION_FAILURE_CLASSES):
+        return exc
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    wrapped = QueryFailed(f"the connection failed during the job: {scrub(first)}")
+    wrapped.__cause__ = exc
+    return wrapped
+
+
+def no_connection_error(exc: BaseException, waited: float) -> BaseException:
+    wrapped = CannotConnect(f"no connection to the database within {waited:.1f} s: "
+                            f"{scrub(str(exc).strip().splitlines()[0] if str(exc) else '')}")
+    wrapped.__cause__ = exc
+    return wrapped
+
+
+def check_sizes(pool_size: int, max_waiting: int | None) -> int:
+    if pool_size < 1:
+        raise UsageError(f"pool_size must be at least 1, got {pool_size}")
+    if max_waiting is None:
+        return 4 * pool_size
+    if max_waiting < 0:
+        raise UsageError(f"max_waiting must be 0 or more, got {max_waiting}")
+    return max_waiting
+
+
+def transaction_prefix(settings: SessionSettings) -> str:
+    """``SELECT set_config(..., true), ...; `` sent in front of a statement (one simple Query):
+    PostgreSQL runs a multi-statement Query as one implicit transaction, so the settings are
+    local to it and the whole call costs one round trip behind a transaction pooler."""
+    calls = ", ".join(f"set_config('{name}', '{value}', true)"
+                      for name, value in settings.values().items())
+    return f"SELECT {calls}; "

@@ -1,0 +1,245 @@
+"""``AsyncDatabase``: :class:`~pgsteady.runner.Database` for asyncio, over
+``AsyncConnectionPool``. Same API, same rules (they live in :mod:`pgsteady._core`).
+
+Workers are ``pool_size`` tasks; a caller waits on a future with a timer, so giving up costs
+no task and no cancellation reaches the query. Cancelling the caller's own task (say, by an
+``asyncio.timeout`` around the call) counts as giving up too: the query is left to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.abc import Params, Query
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+
+from pgsteady import _core
+from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady.errors import CannotConnect
+from pgsteady.runner import DEFAULT
+from pgsteady.settings import Duration, SessionSettings, redact, to_seconds
+
+log = logging.getLogger("pgsteady.runner")
+
+T = TypeVar("T")
+AsyncWork = Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]]
+
+
+async def _one(cur: psycopg.AsyncCursor[Any]) -> Any:
+    return await cur.fetchone()
+
+
+async def _all(cur: psycopg.AsyncCursor[Any]) -> Any:
+    return await cur.fetchall()
+
+
+async def _rowcount(cur: psycopg.AsyncCursor[Any]) -> Any:
+    return cur.rowcount
+
+
+class AsyncDatabase:
+    """The asyncio twin of :class:`~pgsteady.runner.Database`; call ``await open()`` first
+    (or use ``async with``)."""
+
+    def __init__(
+        self, conninfo: str, *, pool_size: int = 4, max_waiting: int | None = None,
+        service: str = "pgsteady", statement_timeout: Duration = 30.0,
+        lock_timeout: Duration = 5.0, idle_in_transaction_timeout: Duration = 60.0,
+        pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
+        pool_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        max_waiting = _core.check_sizes(pool_size, max_waiting)
+        self.settings = SessionSettings(
+            service=service, pooler=pooler,
+            statement_timeout=to_seconds(statement_timeout, "statement_timeout"),
+            lock_timeout=to_seconds(lock_timeout, "lock_timeout"),
+            idle_in_transaction_timeout=to_seconds(idle_in_transaction_timeout,
+                                                   "idle_in_transaction_timeout"))
+        self.default_deadline = to_seconds(deadline, "deadline")
+        self._connect_timeout = to_seconds(connect_timeout, "connect_timeout") or 10.0
+        self._core = Core(pool_size, max_waiting)
+        self._prefix = (_core.transaction_prefix(self.settings)
+                        if pooler == "transaction" else "")
+        self._set_query = self.settings.set_query()
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+            conninfo, min_size=pool_size, max_size=pool_size, open=False, name=service,
+            timeout=self._connect_timeout,
+            kwargs={"autocommit": True, "connect_timeout": max(2, round(self._connect_timeout)),
+                    **self.settings.connect_kwargs()},
+            configure=self._configure if pooler == "session" else None,
+            **(pool_kwargs or {}))
+        self._workers: list[asyncio.Task[None]] = []
+        self._idle: list[asyncio.Future[None]] = []
+        self.conninfo = redact(conninfo)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self._pool.open(wait=False)
+        self._workers = [asyncio.create_task(self._worker(), name=f"pgsteady-worker-{i}")
+                         for i in range(self._core.pool_size)]
+
+    async def wait(self, timeout: Duration = 30.0) -> None:
+        seconds = to_seconds(timeout, "timeout") or 30.0
+        try:
+            await self._pool.wait(timeout=seconds)
+        except PoolTimeout as exc:
+            raise CannotConnect(f"the pool could not open {self._core.pool_size} connections "
+                                f"to {self.conninfo} within {seconds:.0f} s") from exc
+
+    async def close(self, timeout: float = 10.0) -> None:
+        for job in self._core.close():
+            _settle(job)
+        self._wake_all()
+        if self._workers:
+            await asyncio.wait(self._workers, timeout=timeout)
+        await self._pool.close(timeout)
+
+    async def __aenter__(self) -> AsyncDatabase:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute(*self._set_query)
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def fetchone(self, query: Query, params: Params | None = None, *,
+                       deadline: Duration = DEFAULT) -> Any:
+        return await self._call(self._statement(query, params, _one), deadline)
+
+    async def fetchall(self, query: Query, params: Params | None = None, *,
+                       deadline: Duration = DEFAULT) -> list[Any]:
+        rows: list[Any] = await self._call(self._statement(query, params, _all), deadline)
+        return rows
+
+    async def execute(self, query: Query, params: Params | None = None, *,
+                      deadline: Duration = DEFAULT) -> int:
+        count: int = await self._call(self._statement(query, params, _rowcount), deadline)
+        return count
+
+    async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *,
+                  deadline: Duration = DEFAULT) -> T:
+        """Run ``await fn(conn)`` in one transaction on a worker; see ``Database.run``."""
+        local = self._set_query if self.settings.pooler == "transaction" else None
+
+        async def work(conn: psycopg.AsyncConnection[Any]) -> T:
+            async with conn.transaction():
+                if local is not None:
+                    await conn.execute(*local)
+                return await fn(conn)
+
+        result: T = await self._call(work, deadline)
+        return result
+
+    def stats(self) -> DatabaseStats:
+        pool = self._pool.get_stats()
+        return self._core.snapshot(pool.get("pool_size", 0) - pool.get("pool_available", 0))
+
+    # -- moving jobs -------------------------------------------------------------------------
+
+    def _statement(self, query: Query, params: Params | None,
+                   fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
+        if not self._prefix:
+            async def plain(conn: psycopg.AsyncConnection[Any]) -> Any:
+                return await fetch(await conn.execute(query, params))  # type: ignore[arg-type]
+            return plain
+        prefixed = sql.Composed([sql.SQL(self._prefix), sql.SQL(query) if isinstance(query, str)
+                                 else query])
+
+        async def local(conn: psycopg.AsyncConnection[Any]) -> Any:
+            cur = psycopg.AsyncClientCursor(conn)
+            await cur.execute(prefixed, params)
+            cur.nextset()
+            return await fetch(cur)
+
+        return local
+
+    async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
+        budget = self.default_deadline if deadline is DEFAULT else to_seconds(deadline,
+                                                                               "deadline")
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        job = Job(work, budget, now, None if budget is None else now + budget)
+        self._core.admit(job)
+        job.waker = loop.create_future()
+        self._wake_one()
+        timer = None if budget is None else loop.call_later(budget, self._expire, job)
+        try:
+            await job.waker
+        except asyncio.CancelledError:
+            self._core.give_up(job, time.monotonic())  # the caller left: same as a deadline
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        return self._core.outcome(job, time.monotonic())
+
+    def _expire(self, job: Job) -> None:
+        error = self._core.give_up(job, time.monotonic())
+        if error is not None and not job.waker.done():
+            job.waker.set_exception(error)
+
+    def _wake_one(self) -> None:
+        while self._idle:
+            idle = self._idle.pop()
+            if not idle.done():
+                idle.set_result(None)
+                return
+
+    def _wake_all(self) -> None:
+        while self._idle:
+            idle = self._idle.pop()
+            if not idle.done():
+                idle.set_result(None)
+
+    async def _worker(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            job = self._core.take()
+            if job is None:
+                if self._core.closed:
+                    return
+                idle: asyncio.Future[None] = loop.create_future()
+                self._idle.append(idle)
+                await idle
+                continue
+            await self._run(job)
+
+    async def _run(self, job: Job) -> None:
+        remaining = job.remaining(time.monotonic())
+        wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
+        try:
+            conn = await self._pool.getconn(timeout=wait)
+        except (PoolTimeout, PoolClosed) as exc:
+            self._core.no_connection(job, _core.no_connection_error(exc, wait))
+            _settle(job)
+            return
+        try:
+            if not self._core.begin(job, time.monotonic()):
+                _settle(job)
+                return
+            result, error = None, None
+            try:
+                result = await job.work(conn)
+            except Exception as exc:
+                error = _core.wrap_error(exc)
+            self._core.finish(job, result, error)
+            _settle(job)
+        finally:
+            await self._pool.putconn(conn)  # only now: the query has finished on it
+
+
+def _settle(job: Job) -> None:
+    """Wake the caller if it is still waiting; its outcome is read from the job."""
+    if not job.waker.done():
+        job.waker.set_result(None)
