@@ -8,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(BIN)/pgsteady lab up --once
+	$(BIN)/pgsteady lab pool-drain --strategy naive,steady --out lab-report
 
 check: setup
 	$(BIN)/ruff check src tests bench

@@ -40,6 +40,11 @@ from pgsteady.errors import (
 from pgsteady.settings import SessionSettings, scrub
 
 
+KEEP_CONNECTION_FOR = 64
+"""A worker with more jobs waiting runs up to this many on the connection it holds before
+handing it back to the pool (which then gets its chance to check or retire it)."""
+
+
 class State(enum.IntEnum):
     QUEUED = 0
     CONNECTING = 1

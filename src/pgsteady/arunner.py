@@ -225,16 +225,19 @@ class AsyncDatabase:
             _settle(job)
             return
         try:
-            if not self._core.begin(job, time.monotonic()):
+            for turn in range(1, _core.KEEP_CONNECTION_FOR + 1):
+                if self._core.begin(job, time.monotonic()):
+                    result, error = None, None
+                    try:
+                        result = await job.work(conn)
+                    except Exception as exc:
+                        error = _core.wrap_error(exc)
+                    self._core.finish(job, result, error)
                 _settle(job)
-                return
-            result, error = None, None
-            try:
-                result = await job.work(conn)
-            except Exception as exc:
-                error = _core.wrap_error(exc)
-            self._core.finish(job, result, error)
-            _settle(job)
+                last = turn == _core.KEEP_CONNECTION_FOR or conn.closed
+                if last or (next_job := self._core.take()) is None:
+                    break
+                job = next_job  # more work waiting: keep the connection, skip the pool
         finally:
             await self._pool.putconn(conn)  # only now: the query has finished on it
 

@@ -240,18 +240,24 @@ class Database:
             job.waker.release()
             return
         try:
-            with self._lock:
-                started = self._core.begin(job, time.monotonic())
-            if not started:
+            for turn in range(1, _core.KEEP_CONNECTION_FOR + 1):
+                with self._lock:
+                    started = self._core.begin(job, time.monotonic())
+                if started:
+                    result, error = None, None
+                    try:
+                        result = job.work(conn)
+                    except Exception as exc:
+                        error = _core.wrap_error(exc)
+                    with self._lock:
+                        self._core.finish(job, result, error)
                 job.waker.release()
-                return
-            result, error = None, None
-            try:
-                result = job.work(conn)
-            except Exception as exc:
-                error = _core.wrap_error(exc)
-            with self._lock:
-                self._core.finish(job, result, error)
-            job.waker.release()
+                if turn == _core.KEEP_CONNECTION_FOR or conn.closed:
+                    break
+                with self._lock:
+                    next_job = self._core.take()
+                if next_job is None:
+                    break
+                job = next_job  # more work waiting: keep the connection, skip the pool
         finally:
             self._pool.putconn(conn)  # only now: the query has finished on this connection

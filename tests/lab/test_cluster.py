@@ -137,3 +137,19 @@ def test_cluster_stops_on_error_inside_the_block():
         raise RuntimeError("boom")
     assert not workdir.exists()
     assert proc.poll() is not None
+
+
+def test_proxy_process_applies_faults_like_the_thread_proxy(pgsteady_stack):
+    """The child-process proxy delays new connections, stalls and counts like the in-thread one."""
+    cluster = pgsteady_stack(pool_size=1, proxy=True, connect_delay=0.2, proxy_process=True)
+    start = time.monotonic()
+    with psycopg.connect(cluster.pooled_dsn(), prepare_threshold=None) as conn:
+        conn.execute("select 1")
+        assert time.monotonic() - start >= 0.2
+        cluster.proxy.stall(0.3)
+        start = time.monotonic()
+        conn.execute("select 1")
+        assert time.monotonic() - start >= 0.25
+    stats = cluster.proxy.stats()
+    assert stats.first_packet["startup"] == 1
+    assert [kind for _, kind in cluster.proxy.events()] == ["startup"]

@@ -9,6 +9,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import psycopg
 
@@ -20,8 +21,15 @@ from pgsteady.settings import scrub
 VERBS = (lab,)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (the full usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pgsteady",
         description="Keep PostgreSQL-backed services standing; reproduce outages in a lab.",
         epilog="exit codes: 0 ok, 1 findings or failure, 2 usage error, 3 cannot connect",

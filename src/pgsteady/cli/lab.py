@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from pgsteady.cli import _args
-from pgsteady.errors import EXIT_OK
+from pgsteady.errors import EXIT_OK, UsageError
 from pgsteady.lab.cluster import Cluster
 
 
@@ -42,6 +42,37 @@ def register(verbs: Any) -> None:
     up.add_argument("--once", action="store_true",
                     help="run one query through PgBouncer, print versions and logs, shut down")
     up.set_defaults(run=run_up)
+
+    drain = scenarios.add_parser(
+        "pool-drain", help="reproduce the PgBouncer pool drain and show the fix side by side",
+        description="Reproduce seed 000: short deadlines through PgBouncer with a 50 ms "
+                    "connection cost and a burst. Runs pgbench for the ceiling, then each "
+                    "strategy, and prints per-second tables and a summary.")
+    drain.add_argument("--strategy", default="naive,steady",
+                       help="comma-separated: naive, cancel, psycopg, steady "
+                            "(default: naive,steady)")
+    drain.add_argument("--pool-size", type=_args.non_negative_int, default=4)
+    drain.add_argument("--min-pool-size", type=_args.non_negative_int,
+                       help="server connections PgBouncer keeps open (default: the pool size)")
+    drain.add_argument("--connect-latency", type=_args.duration, default=0.050,
+                       help="cost of each new server connection, added by the proxy (50ms)")
+    drain.add_argument("--query-time", type=_args.duration, default=0.005)
+    drain.add_argument("--deadline", type=_args.duration, default=0.050)
+    drain.add_argument("--workers", type=_args.non_negative_int, default=10)
+    drain.add_argument("--burst", type=_args.burst, default=_args.Burst(30, 5.0, 10.0),
+                       help="extra workers and when: 30@5s-10s (0 for none)")
+    drain.add_argument("--duration", type=_args.duration, default=15.0)
+    drain.add_argument("--runs", type=_args.non_negative_int, default=1)
+    drain.add_argument("--stall", type=_args.stall,
+                       help="hold all proxy traffic once: 100ms@7s")
+    drain.add_argument("--cancel-delay", type=_args.duration, default=0.1,
+                       help="the cancel strategy's extra wait before it closes (100ms)")
+    drain.add_argument("--ceiling-duration", type=_args.duration, default=5.0,
+                       help="how long pgbench runs for the ceiling (5s)")
+    drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
+    drain.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
+    drain.set_defaults(run=run_pool_drain)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -76,4 +107,55 @@ def run_up(args: argparse.Namespace) -> int:
             return EXIT_OK
         print("up; press Ctrl-C to stop", file=sys.stderr, flush=True)
         threading.Event().wait()  # until Ctrl-C or SIGTERM
+    return EXIT_OK
+
+
+def run_pool_drain(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from pgsteady.lab import report
+    from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
+    from pgsteady.lab.scenarios.pool_drain import run_pool_drain as run
+
+    stall = args.stall or _args.Stall(0.0, 0.0)
+    config = PoolDrainConfig(
+        strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
+        pool_size=args.pool_size,
+        min_pool_size=args.pool_size if args.min_pool_size is None else args.min_pool_size,
+        connect_latency=args.connect_latency, query_time=args.query_time,
+        deadline=args.deadline, workers=args.workers, burst_workers=args.burst.workers,
+        burst_start=args.burst.start, burst_end=args.burst.end, duration=args.duration,
+        runs=args.runs, stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
+        ceiling_duration=args.ceiling_duration)
+    for path in filter(None, (args.json, args.out)):
+        parent = Path(path) if path == args.out else Path(path).resolve().parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    out = Console(width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True)
+    total = config.ceiling_duration + len(config.strategies) * config.runs * config.duration
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("starting the lab", total=total)
+
+        def advance(label: str, seconds: float) -> None:
+            progress.update(task, description=label, advance=seconds)
+
+        result = run(config, advance, base_dir=args.dir)
+    for run_result in result.runs:
+        if run_result.run == 1:
+            out.print(report.per_second_table(run_result, result.pgbench_tps))
+    out.print(report.summary_table(result))
+    if args.json:
+        report.write_json(result, Path(args.json))
+        err.print(f"wrote {args.json}")
+    if args.out:
+        out_dir = Path(args.out)
+        report.write_json(result, out_dir / "pool-drain.json")
+        for chart in report.write_charts(result, out_dir):
+            err.print(f"wrote {chart}")
     return EXIT_OK

@@ -30,7 +30,7 @@ from pgsteady.errors import LabError
 from pgsteady.inspect.pgbouncer import LogReader, admin
 from pgsteady.lab import _process
 from pgsteady.lab._process import Binaries, RunAs
-from pgsteady.lab.proxy import FaultProxy
+from pgsteady.lab.proxy import FaultProxy, ProxyProcess
 
 log = logging.getLogger("pgsteady.lab")
 
@@ -328,7 +328,8 @@ class Cluster:
 
     ``with Cluster(pool_size=1, proxy=True) as c: psycopg.connect(c.pooled_dsn())``.
     Pass ``postgres=`` to put a new proxy + PgBouncer in front of a server you already have;
-    the cluster then stops only what it started.
+    the cluster then stops only what it started. ``proxy_process=True`` runs the proxy in a
+    child process, out of the way of a CPU-heavy load driver in this one.
     """
 
     def __init__(
@@ -338,6 +339,7 @@ class Cluster:
         pgbouncer_settings: Mapping[str, Setting] | None = None, pg_port: int | None = None,
         pgbouncer_port: int | None = None, base_dir: str | Path | None = None,
         keep: bool = False, postgres: Postgres | None = None, users: Iterable[str] = (),
+        proxy_process: bool = False,
     ) -> None:
         self.binaries = postgres.binaries if postgres else _process.find_binaries()
         self.who = postgres.who if postgres else _process.run_as()
@@ -352,9 +354,10 @@ class Cluster:
         }
         self._want_proxy = proxy or connect_delay > 0
         self._connect_delay = connect_delay
+        self._proxy_process = proxy_process
         self.dir: Path | None = None
         self.postgres: Postgres | None = postgres
-        self.proxy: FaultProxy | None = None
+        self.proxy: FaultProxy | ProxyProcess | None = None
         self.pgbouncer: PgBouncer | None = None
 
     def start(self) -> Self:
@@ -367,7 +370,8 @@ class Cluster:
                 self.postgres.start()
             upstream = self.postgres.port
             if self._want_proxy:
-                self.proxy = FaultProxy(upstream, connect_delay=self._connect_delay).start()
+                kind = ProxyProcess if self._proxy_process else FaultProxy
+                self.proxy = kind(upstream, connect_delay=self._connect_delay).start()
                 upstream = self.proxy.port
             self.pgbouncer = PgBouncer(self.dir, upstream, binaries=self.binaries, who=self.who,
                                        **self._bouncer_args)

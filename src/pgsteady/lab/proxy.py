@@ -16,13 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import json
 import logging
+import select
+import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from typing import Self
+from typing import Any, Self, TextIO
 
 from pgsteady.errors import LabError
 
@@ -259,12 +265,129 @@ class FaultProxy:
         self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, up: bool
     ) -> None:
         assert self._flowing is not None
-        while data := await src.read(_CHUNK):
-            if not self._flowing.is_set():
-                await self._flowing.wait()
-            dst.write(data)
-            if up:
-                self._stats.bytes_up += len(data)
-            else:
-                self._stats.bytes_down += len(data)
-            await dst.drain()
+        try:
+            while data := await src.read(_CHUNK):
+                if not self._flowing.is_set():
+                    await self._flowing.wait()
+                dst.write(data)
+                if up:
+                    self._stats.bytes_up += len(data)
+                else:
+                    self._stats.bytes_down += len(data)
+                await dst.drain()
+        except OSError as exc:  # a reset on either side ends this connection, nothing more
+            log.debug("proxy pipe ended: %s", exc)
+
+
+class ProxyProcess:
+    """The same proxy in a child process, with the same control methods.
+
+    The lab's load driver saturates a core in the collapse; a proxy sharing its interpreter
+    (and GIL) would slow down exactly when the measurement matters, so the lab runs it here.
+    Commands travel as JSON lines over the child's stdin/stdout; ``events()`` timestamps are
+    ``time.monotonic()``, which is system-wide on Linux, so they line up with ours.
+    """
+
+    def __init__(self, upstream_port: int, *, port: int = 0, connect_delay: float = 0.0) -> None:
+        self._argv = [sys.executable, "-m", "pgsteady.lab._proxy_main", str(upstream_port),
+                      str(port), repr(connect_delay)]
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.port = 0
+        self._proc: subprocess.Popen[str] | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> Self:
+        self._proc = subprocess.Popen(
+            self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+            preexec_fn=_die_with_parent)  # noqa: PLW1509 - sets a signal, nothing else
+        try:
+            self.port = int(self._read(30))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _read(self, timeout: float) -> Any:
+        assert self._proc is not None and self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        line = self._proc.stdout.readline() if ready else ""
+        if not line:
+            raise LabError("the fault proxy process did not answer "
+                           f"(exit code {self._proc.poll()})")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise LabError(reply["error"])
+        return reply["ok"]
+
+    def _ask(self, command: str, *args: Any) -> Any:
+        with self._lock:
+            if self._proc is None or self._proc.stdin is None:
+                raise LabError("the fault proxy is not running; call start() first")
+            self._proc.stdin.write(json.dumps([command, args]) + "\n")
+            self._proc.stdin.flush()
+            return self._read(30)
+
+    def set_connect_delay(self, seconds: float) -> None:
+        self._ask("set_connect_delay", seconds)
+
+    def stall(self, seconds: float) -> None:
+        self._ask("stall", seconds)
+
+    def blackhole(self, on: bool = True) -> None:
+        self._ask("blackhole", on)
+
+    def reset(self) -> None:
+        self._ask("reset")
+
+    def stats(self) -> ProxyStats:
+        raw = self._ask("stats")
+        return ProxyStats(**{**raw, "first_packet": Counter(raw["first_packet"])})
+
+    def events(self) -> list[tuple[float, str]]:
+        return [(at, kind) for at, kind in self._ask("events")]
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            assert proc.stdin is not None
+            proc.stdin.close()  # EOF: the child stops its proxy and exits
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_commands(proxy: FaultProxy, commands: TextIO, replies: TextIO) -> None:
+    """The child's loop: one JSON command per line in, one JSON reply per line out."""
+    allowed = {"set_connect_delay", "stall", "blackhole", "reset", "stats", "events"}
+    for line in commands:
+        command, args = json.loads(line)
+        if command not in allowed:
+            replies.write(json.dumps({"error": f"unknown command {command!r}"}) + "\n")
+            replies.flush()
+            continue
+        try:
+            value = getattr(proxy, command)(*args)
+            if isinstance(value, ProxyStats):  # asdict() would mangle the Counter
+                value = {**vars(value), "first_packet": dict(value.first_packet)}
+            reply: dict[str, Any] = {"ok": value}
+        except Exception as exc:
+            reply = {"error": repr(exc)}
+        replies.write(json.dumps(reply) + "\n")
+        replies.flush()
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)

@@ -106,13 +106,19 @@ class WireConnection:
     async def read_result(self) -> list[list[bytes | None]]:
         return await self._read_until_ready()
 
-    async def cancel(self) -> None:
-        """Send a CancelRequest for this connection's backend, on a new connection."""
-        _reader, writer = await asyncio.open_connection(self.host, self.port)
+    async def cancel(self, timeout: float = 5.0) -> None:
+        """Send a CancelRequest for this connection's backend on a new connection, then wait
+        for the server to close it, as libpq's PQcancel and pgx do. (Hanging up first is not
+        what drivers do, and it can crash PgBouncer 1.18: "bad client state" in
+        disconnect_client.)"""
+        reader, writer = await asyncio.open_connection(self.host, self.port)
         try:
             writer.write(struct.pack("!IIII", 16, _CANCEL_REQUEST, self.backend_pid,
                                      self.backend_key))
             await writer.drain()
+            async with asyncio.timeout(timeout):
+                while await reader.read(1024):
+                    pass
         finally:
             writer.close()
 

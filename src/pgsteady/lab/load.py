@@ -1,0 +1,213 @@
+"""The load driver: closed-loop workers, each strategy a faithful model of one client.
+
+Every worker runs back-to-back queries (closed loop, as in seed 000) from its start to its
+stop time and records, in whole seconds since the run began, whether its caller got an
+answer within the deadline, timed out, or was rejected. What the database actually finished
+is counted elsewhere, on the server.
+
+Strategies — what each does when the deadline passes:
+
+``naive``    pgx's default: send a CancelRequest and close the connection; reconnect for the
+             next query. Behind PgBouncer the cancel is dropped if the query is still queued,
+             and the close destroys the server connection it is later given ("not ready").
+``cancel``   pgx's ``CancelRequestContextWatcherHandler``: send a CancelRequest at the
+             deadline, keep waiting up to ``cancel_delay`` more, then close.
+``psycopg``  psycopg's own behaviour: send a cancel and keep waiting for the result, however
+             long it takes (the caller is late, but no connection is lost).
+``steady``   :class:`pgsteady.AsyncDatabase` with a pool the size of PgBouncer's: the caller
+             stops waiting at the deadline, the query finishes on its connection.
+
+The first three speak the wire protocol directly (:mod:`pgsteady.lab.wire`) so that the
+socket does exactly what those drivers do; all run on one asyncio loop, which keeps a
+collapse's thousands of reconnects per second from making the driver the bottleneck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from pgsteady.arunner import AsyncDatabase
+from pgsteady.errors import DeadlineExceeded, Overloaded, PgsteadyError
+from pgsteady.lab.wire import WireConnection, WireError
+
+STRATEGIES = ("naive", "cancel", "psycopg", "steady")
+_SOCKET_ERRORS = (OSError, asyncio.IncompleteReadError, WireError)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the workers send their query and how long each caller waits."""
+
+    host: str
+    port: int
+    dbname: str
+    user: str
+    query: str
+    deadline: float
+    pool_size: int
+    cancel_delay: float = 0.1
+
+
+@dataclass
+class Series:
+    """Per-second counts of what callers saw."""
+
+    answered: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    timeouts: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    rejected: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    errors: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass(frozen=True)
+class Shift:
+    """``workers`` workers active from ``start`` to ``stop`` seconds into the run."""
+
+    workers: int
+    start: float
+    stop: float
+
+
+class Driver:
+    """Run one strategy's workers on the current event loop and collect a :class:`Series`."""
+
+    def __init__(self, strategy: str, target: Target, t0: float) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}")
+        self.strategy = strategy
+        self.target = target
+        self.t0 = t0
+        self.series = Series()
+        self.db: AsyncDatabase | None = None
+
+    def _second(self) -> int:
+        return int(time.monotonic() - self.t0)
+
+    async def run(self, shifts: list[Shift]) -> Series:
+        if self.strategy == "steady":
+            t = self.target
+            self.db = AsyncDatabase(
+                f"host={t.host} port={t.port} dbname={t.dbname} user={t.user}",
+                pool_size=t.pool_size, pooler="transaction", service="pgsteady-lab")
+            await self.db.open()
+            await self.db.wait(30)
+        worker = {"naive": self._naive, "cancel": self._cancel, "psycopg": self._psycopg,
+                  "steady": self._steady}[self.strategy]
+        tasks = [asyncio.create_task(self._shift_worker(worker, shift))
+                 for shift in shifts for _ in range(shift.workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.db is not None:
+                await self.db.close(timeout=5)
+        return self.series
+
+    async def _shift_worker(self, worker: Callable[[float], Awaitable[None]],
+                            shift: Shift) -> None:
+        delay = self.t0 + shift.start - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await worker(self.t0 + shift.stop)
+
+    # -- wire-protocol strategies ------------------------------------------------------------
+
+    async def _connect(self) -> WireConnection:
+        t = self.target
+        return await WireConnection.connect(t.host, t.port, user=t.user, dbname=t.dbname)
+
+    async def _wire_worker(self, stop_at: float, on_deadline: str) -> None:
+        conn: WireConnection | None = None
+        try:
+            while time.monotonic() < stop_at:
+                if conn is None:
+                    try:
+                        conn = await asyncio.wait_for(self._connect(), 5)
+                    except (*_SOCKET_ERRORS, TimeoutError):
+                        self.series.errors[self._second()] += 1
+                        await asyncio.sleep(0.05)
+                        continue
+                conn = await self._one_query(conn, on_deadline, stop_at)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    async def _one_query(self, conn: WireConnection, on_deadline: str,
+                         stop_at: float) -> WireConnection | None:
+        """Run one query; return the connection to keep using, or None if it was closed."""
+        conn.send_query(self.target.query)
+        result = asyncio.ensure_future(conn.read_result())
+        try:
+            await asyncio.wait_for(asyncio.shield(result), self.target.deadline)
+        except TimeoutError:
+            self.series.timeouts[self._second()] += 1
+            return await self._past_deadline(conn, result, on_deadline, stop_at)
+        except WireError:
+            # An error reply (e.g. a cancel meant for another client's query: behind a
+            # transaction pooler it can land on whichever query holds that server).
+            self.series.errors[self._second()] += 1
+            return conn
+        except (OSError, asyncio.IncompleteReadError):
+            self.series.errors[self._second()] += 1
+            conn.close()
+            return None
+        self.series.answered[self._second()] += 1
+        return conn
+
+    async def _past_deadline(self, conn: WireConnection, result: asyncio.Future[Any],
+                             on_deadline: str, stop_at: float) -> WireConnection | None:
+        with contextlib.suppress(TimeoutError, *_SOCKET_ERRORS):
+            await conn.cancel()
+        if on_deadline != "close":
+            # cancel: wait a little more; psycopg: wait until the run ends (bounded).
+            patience = (self.target.cancel_delay if on_deadline == "cancel_then_close"
+                        else max(0.0, stop_at - time.monotonic()) + 1.0)
+            try:
+                await asyncio.wait_for(asyncio.shield(result), patience)
+            except WireError:
+                return conn  # the query was cancelled: an error reply, the link is fine
+            except (TimeoutError, OSError, asyncio.IncompleteReadError):
+                pass
+            else:
+                return conn  # it finished after all: still usable
+        result.cancel()
+        conn.close()
+        return None
+
+    async def _naive(self, stop_at: float) -> None:
+        await self._wire_worker(stop_at, "close")
+
+    async def _cancel(self, stop_at: float) -> None:
+        await self._wire_worker(stop_at, "cancel_then_close")
+
+    async def _psycopg(self, stop_at: float) -> None:
+        await self._wire_worker(stop_at, "cancel_then_wait")
+
+    # -- pgsteady --------------------------------------------------------------------------
+
+    async def _steady(self, stop_at: float) -> None:
+        assert self.db is not None
+        deadline = self.target.deadline
+        while time.monotonic() < stop_at:
+            try:
+                await self.db.fetchone(self.target.query, deadline=deadline)
+                self.series.answered[self._second()] += 1
+            except DeadlineExceeded:
+                self.series.timeouts[self._second()] += 1
+            except Overloaded:
+                self.series.rejected[self._second()] += 1
+                # A rejected caller's request slot stays busy for its deadline, as a real
+                # request would; retrying at once would only spin the loop.
+                await asyncio.sleep(deadline)
+            except (PgsteadyError, psycopg.Error, *_SOCKET_ERRORS):
+                self.series.errors[self._second()] += 1
+                await asyncio.sleep(0.01)

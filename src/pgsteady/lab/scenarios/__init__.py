@@ -1,0 +1,1 @@
+"""Lab scenarios: each reproduces one outage mechanism on the embedded cluster."""

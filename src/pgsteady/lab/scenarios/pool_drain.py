@@ -1,0 +1,363 @@
+"""The pool-drain scenario (seed 000): short deadlines through PgBouncer, a burst, and what
+each client strategy does to the pool — measured on the server, not in client bookkeeping.
+
+One PostgreSQL serves every run; each run gets a fresh PgBouncer and fault proxy (a collapsed
+PgBouncer holds thousands of queued clients), pre-filled to ``min_pool_size`` before the
+clock starts. The query is ``SELECT nextval('done') FROM pg_sleep(query_time)``: the sequence
+moves only when a query has finished on the server, which is what ``db_completions`` counts.
+The ceiling is pgbench running the same query over the same PgBouncer + proxy path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psycopg
+
+from pgsteady.errors import LabError, UsageError
+from pgsteady.lab import _process
+from pgsteady.lab.cluster import Cluster, Postgres, make_workdir
+from pgsteady.lab.load import STRATEGIES, Driver, Series, Shift, Target
+
+log = logging.getLogger("pgsteady.lab")
+
+SCHEMA_VERSION = 1
+DBNAME = "lab"
+COUNTERS = ("answered", "timeouts", "rejected", "db_completions", "server_connections_opened",
+            "not_ready_closures")
+GAUGES = ("cl_waiting", "sv_active", "sv_login")
+SAMPLE_EVERY = 0.2
+COLLAPSED_BELOW = 0.10   # last third < 10% of the first third's answers per second
+RECOVERED_ABOVE = 0.90   # last third back to >= 90% of the first third
+
+
+@dataclass(frozen=True)
+class PoolDrainConfig:
+    """The seed's values are the defaults."""
+
+    strategies: tuple[str, ...] = ("naive", "steady")
+    pool_size: int = 4
+    min_pool_size: int = 4
+    connect_latency: float = 0.050
+    query_time: float = 0.005
+    deadline: float = 0.050
+    workers: int = 10
+    burst_workers: int = 30
+    burst_start: float = 5.0
+    burst_end: float = 10.0
+    duration: float = 15.0
+    runs: int = 1
+    stall: float = 0.0
+    stall_at: float = 0.0
+    cancel_delay: float = 0.1
+    ceiling_duration: float = 5.0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.strategies:
+            problems.append("at least one --strategy is needed")
+        problems += [f"unknown strategy {s!r}; choose from {', '.join(STRATEGIES)}"
+                     for s in self.strategies if s not in STRATEGIES]
+        if self.pool_size < 1:
+            problems.append(f"--pool-size must be at least 1, got {self.pool_size}")
+        if not 0 <= self.min_pool_size <= self.pool_size:
+            problems.append("min_pool_size must be between 0 and --pool-size")
+        if self.query_time <= 0 or self.deadline <= 0:
+            problems.append("--query-time and --deadline must be positive durations")
+        if self.duration <= 0:
+            problems.append(f"--duration must be positive, got {self.duration}")
+        if self.workers < 1 or self.runs < 1:
+            problems.append("--workers and --runs must be at least 1")
+        if self.burst_workers and not (0 <= self.burst_start < self.burst_end
+                                       <= self.duration):
+            problems.append(f"--burst {self.burst_workers}@{self.burst_start:g}s-"
+                            f"{self.burst_end:g}s lies outside the {self.duration:g} s run")
+        if self.stall and not 0 <= self.stall_at < self.duration:
+            problems.append(f"--stall at {self.stall_at:g}s lies outside the "
+                            f"{self.duration:g} s run")
+        if min(self.connect_latency, self.stall, self.cancel_delay) < 0:
+            problems.append("durations must not be negative")
+        if problems:
+            raise UsageError("; ".join(problems))
+
+    @property
+    def query(self) -> str:
+        return f"SELECT nextval('done') FROM pg_sleep({self.query_time:.6f})"
+
+    def shifts(self) -> list[Shift]:
+        shifts = [Shift(self.workers, 0.0, self.duration)]
+        if self.burst_workers:
+            shifts.append(Shift(self.burst_workers, self.burst_start, self.burst_end))
+        return shifts
+
+
+@dataclass
+class RunResult:
+    strategy: str
+    run: int
+    collapsed: bool
+    recovered: bool
+    per_second: list[dict[str, Any]]
+    totals: dict[str, Any]
+    # Not part of the JSON schema: shown in the tables.
+    dropped_cancels: int = 0
+    errors: int = 0
+    driver_cpu_seconds: float = 0.0
+    pgbouncer_log_opened: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "run": self.run, "collapsed": self.collapsed,
+                "recovered": self.recovered, "per_second": self.per_second,
+                "totals": self.totals}
+
+
+@dataclass
+class PoolDrainResult:
+    config: PoolDrainConfig
+    pgbench_tps: float
+    runs: list[RunResult]
+    versions: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "scenario": "pool-drain",
+            "config": {**asdict(self.config), "strategies": list(self.config.strategies),
+                       "versions": self.versions},
+            "ceiling": {"pgbench_tps": round(self.pgbench_tps, 1)},
+            "runs": [run.to_json() for run in self.runs],
+        }
+
+
+Progress = Callable[[str, float], None]
+
+
+def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
+                   base_dir: str | None = None) -> PoolDrainResult:
+    """Run the ceiling and every strategy x run; always tear everything down."""
+    report = progress or (lambda label, seconds: None)
+    who = _process.run_as()
+    workdir = make_workdir(base_dir, who)
+    server = Postgres(workdir, who=who)
+    try:
+        server.start()
+        _prepare_database(server)
+        versions = {"postgresql": server.version(),
+                    "pgbouncer": server.binaries.pgbouncer_version()}
+        report("pgbench ceiling", 0)
+        tps = _ceiling(server, config)
+        report("pgbench ceiling", config.ceiling_duration)
+        runs = [
+            _one_run(server, config, strategy, index, report)
+            for strategy in config.strategies for index in range(1, config.runs + 1)
+        ]
+        return PoolDrainResult(config, tps, runs, versions)
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _prepare_database(server: Postgres) -> None:
+    server.create_database(DBNAME)
+    with psycopg.connect(server.dsn(DBNAME), autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE done")
+
+
+def _cluster(server: Postgres, config: PoolDrainConfig) -> Cluster:
+    return Cluster(postgres=server, pool_size=config.pool_size,
+                   min_pool_size=config.min_pool_size, connect_delay=config.connect_latency,
+                   proxy=True, proxy_process=True, max_client_conn=10000)
+
+
+def _warm(cluster: Cluster, config: PoolDrainConfig) -> None:
+    """Make PgBouncer open its min_pool_size connections before the clock starts."""
+    with psycopg.connect(cluster.pooled_dsn(DBNAME), prepare_threshold=None,
+                         autocommit=True) as conn:
+        conn.execute("select 1")
+        if config.min_pool_size:
+            cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
+
+
+_TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
+
+
+def _ceiling(server: Postgres, config: PoolDrainConfig) -> float:
+    """pgbench's throughput over the same PgBouncer + proxy path with the same query."""
+    pgbench = server.binaries.pg_bindir / "pgbench"
+    if not pgbench.exists():
+        raise LabError(f"pgbench not found in {server.binaries.pg_bindir}; install the "
+                       f"postgresql package (it ships pgbench)")
+    with _cluster(server, config) as cluster, tempfile.NamedTemporaryFile(
+            "w", suffix=".sql", prefix="pgsteady-pgbench-") as script:
+        script.write(config.query + ";\n")
+        script.flush()
+        _warm(cluster, config)
+        assert cluster.pgbouncer is not None
+        out = subprocess.run(
+            [str(pgbench), "-n", "-f", script.name, "-c", str(config.workers), "-j", "2",
+             "-T", str(max(1, round(config.ceiling_duration))), "-h", "127.0.0.1",
+             "-p", str(cluster.pgbouncer.port), "-U", "postgres", DBNAME],
+            capture_output=True, text=True, timeout=config.ceiling_duration + 60, check=False)
+    m = _TPS.search(out.stdout)
+    if out.returncode != 0 or not m:
+        raise LabError(f"pgbench failed (exit {out.returncode}): "
+                       f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
+    return float(m[1])
+
+
+class _Sampler(threading.Thread):
+    """Every 200 ms, aligned to the run's clock: SHOW POOLS and the completion sequence."""
+
+    def __init__(self, cluster: Cluster, server: Postgres, t0: float, until: float) -> None:
+        super().__init__(name="pgsteady-lab-sampler", daemon=True)
+        self.cluster, self.server, self.t0, self.until = cluster, server, t0, until
+        self.pools: list[tuple[float, dict[str, Any]]] = []
+        self.sequence: list[tuple[float, int]] = []
+
+    def run(self) -> None:
+        try:
+            self._sample()
+        except psycopg.Error as exc:  # PgBouncer went away: the run reports it
+            log.warning("sampling stopped: %s", str(exc).strip().splitlines()[0])
+
+    def _sample(self) -> None:
+        assert self.cluster.pgbouncer is not None
+        with psycopg.connect(self.server.dsn(DBNAME), autocommit=True) as db, \
+                psycopg.connect(self.cluster.admin_dsn, autocommit=True) as admin:
+            show = psycopg.ClientCursor(admin, row_factory=psycopg.rows.dict_row)
+            tick = 0
+            while True:
+                at = self.t0 + tick * SAMPLE_EVERY
+                if at > self.until:
+                    return
+                time.sleep(max(0.0, at - time.monotonic()))
+                row = db.execute("SELECT last_value FROM done").fetchone()
+                self.sequence.append((time.monotonic() - self.t0, row[0] if row else 0))
+                show.execute("SHOW POOLS")
+                for pool in show.fetchall():
+                    if pool["database"] == DBNAME:
+                        self.pools.append((time.monotonic() - self.t0, pool))
+                tick += 1
+
+
+def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: int,
+             report: Progress) -> RunResult:
+    label = f"{strategy} run {index}"
+    with _cluster(server, config) as cluster:
+        assert cluster.pgbouncer is not None and cluster.proxy is not None
+        _warm(cluster, config)
+        reader = cluster.pgbouncer.log_reader()
+        target = Target("127.0.0.1", cluster.pgbouncer.port, DBNAME, "postgres", config.query,
+                        config.deadline, config.pool_size, config.cancel_delay)
+        cpu0 = time.process_time()
+        t0 = time.monotonic() + 0.3  # leave the sampler time to connect
+        epoch0 = time.time() + (t0 - time.monotonic())
+        sampler = _Sampler(cluster, server, t0, t0 + config.duration)
+        sampler.start()
+        series = asyncio.run(_drive(strategy, target, t0, config=config, cluster=cluster,
+                                    report=report, label=label))
+        sampler.join(config.duration + 30)
+        cpu = time.process_time() - cpu0
+        time.sleep(0.3)  # PgBouncer's last log lines
+        log_counts = reader.counts(start_epoch=epoch0)
+        if not cluster.pgbouncer.running:
+            log.warning("PgBouncer exited during the %s run: %s", label,
+                        _process.tail(cluster.pgbouncer.log_path, 1))
+        opened: defaultdict[int, int] = defaultdict(int)
+        for at, kind in cluster.proxy.events():
+            if kind == "startup" and 0 <= at - t0 < config.duration:
+                opened[int(at - t0)] += 1
+    return _summarise(config, strategy, index, series=series, sampler=sampler,
+                      log_per_second=log_counts.per_second, opened=opened, cpu=cpu)
+
+
+async def _drive(strategy: str, target: Target, t0: float, *, config: PoolDrainConfig,
+                 cluster: Cluster, report: Progress, label: str) -> Series:
+    loop = asyncio.get_running_loop()
+    driver = Driver(strategy, target, t0)
+    assert cluster.proxy is not None
+    proxy = cluster.proxy
+    if config.stall:
+        loop.call_at(loop.time() + (t0 - time.monotonic()) + config.stall_at,
+                     lambda: loop.run_in_executor(None, proxy.stall, config.stall))
+    ticker = asyncio.create_task(_tick(report, label, t0, config.duration))
+    try:
+        return await driver.run(config.shifts())
+    finally:
+        ticker.cancel()
+
+
+async def _tick(report: Progress, label: str, t0: float, duration: float) -> None:
+    second = 0
+    while second < duration:
+        await asyncio.sleep(max(0.0, t0 + second + 1 - time.monotonic()))
+        second += 1
+        report(label, 1.0)
+
+
+def _summarise(config: PoolDrainConfig, strategy: str, index: int, *, series: Series,
+               sampler: _Sampler, log_per_second: dict[int, Any], opened: dict[int, int],
+               cpu: float) -> RunResult:
+    seconds = max(1, round(config.duration))
+    completions = _per_second_deltas(sampler.sequence, seconds)
+    rows: list[dict[str, Any]] = []
+    for t in range(seconds):
+        pools = [p for at, p in sampler.pools if t <= at < t + 1]
+        rows.append({
+            "t": t,
+            "answered": series.answered[t],
+            "timeouts": series.timeouts[t],
+            "rejected": series.rejected[t],
+            "db_completions": completions[t],
+            "server_connections_opened": opened.get(t, 0),
+            "not_ready_closures": log_per_second.get(t, {}).get("not_ready", 0),
+            "cl_waiting": max((p["cl_waiting"] for p in pools), default=0),
+            "sv_active": _mean([p["sv_active"] for p in pools]),
+            "sv_login": _mean([p["sv_login"] for p in pools]),
+        })
+    totals: dict[str, Any] = {key: sum(r[key] for r in rows) for key in COUNTERS}
+    totals["cl_waiting"] = max((r["cl_waiting"] for r in rows), default=0)  # the peak
+    totals["sv_active"] = _mean([r["sv_active"] for r in rows])              # the mean
+    totals["sv_login"] = _mean([r["sv_login"] for r in rows])
+    collapsed, recovered = verdict([r["answered"] for r in rows])
+    return RunResult(
+        strategy, index, collapsed, recovered, rows, totals,
+        dropped_cancels=sum(c.get("cancel_idle", 0) for c in log_per_second.values()),
+        errors=sum(series.errors.values()), driver_cpu_seconds=round(cpu, 2),
+        pgbouncer_log_opened=sum(c.get("server_opened", 0) for c in log_per_second.values()),
+    )
+
+
+def verdict(answered: list[int]) -> tuple[bool, bool]:
+    """(collapsed, recovered) from answers per second: the last third against the first."""
+    third = max(1, len(answered) // 3)
+    first = sum(answered[:third]) / third
+    last = sum(answered[-third:]) / third
+    if first <= 0:
+        return (True, False)
+    return (last < COLLAPSED_BELOW * first, last >= RECOVERED_ABOVE * first)
+
+
+def _per_second_deltas(samples: list[tuple[float, int]], seconds: int) -> list[int]:
+    """Completions in each second from (time, sequence value) samples on a 200 ms grid."""
+    def value_at(t: float) -> int:
+        before = [v for at, v in samples if at <= t + SAMPLE_EVERY / 2]
+        return before[-1] if before else (samples[0][1] if samples else 0)
+
+    return [max(0, value_at(t + 1) - value_at(t)) for t in range(seconds)]
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 2) if values else 0.0
