@@ -39,10 +39,12 @@ from pgsteady.errors import (
 )
 from pgsteady.settings import SessionSettings, scrub
 
+KEEP_CONNECTION_FOR = 256
+"""A worker runs up to this many jobs on the connection it holds before handing it back to
+the pool (which then gets its chance to check, reset or retire it)."""
 
-KEEP_CONNECTION_FOR = 64
-"""A worker with more jobs waiting runs up to this many on the connection it holds before
-handing it back to the pool (which then gets its chance to check or retire it)."""
+HOLD_IDLE = 0.5
+"""Seconds a worker keeps its connection while no job comes, before giving it back."""
 
 
 class State(enum.IntEnum):

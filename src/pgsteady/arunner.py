@@ -203,43 +203,69 @@ class AsyncDatabase:
                 idle.set_result(None)
 
     async def _worker(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            job = self._core.take()
-            if job is None:
-                if self._core.closed:
-                    return
-                idle: asyncio.Future[None] = loop.create_future()
-                self._idle.append(idle)
-                await idle
-                continue
-            await self._run(job)
+        """Take jobs; run each on a connection held between jobs while work keeps coming
+        (a pool round trip per job would cost more than the runner itself)."""
+        conn: psycopg.AsyncConnection[Any] | None = None
+        turns = 0
+        try:
+            while True:
+                job = self._core.take()
+                if job is None:
+                    if self._core.closed:
+                        return
+                    if not await self._idle_wait(_core.HOLD_IDLE if conn else None) and conn:
+                        await self._pool.putconn(conn)  # quiet: let the pool look after it
+                        conn, turns = None, 0
+                    continue
+                if conn is None:
+                    conn = await self._connection_for(job)
+                    if conn is None:
+                        continue
+                await self._run(job, conn)
+                turns += 1
+                if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
+                    await self._pool.putconn(conn)
+                    conn, turns = None, 0
+        finally:
+            if conn is not None:
+                await self._pool.putconn(conn)
 
-    async def _run(self, job: Job) -> None:
+    async def _idle_wait(self, timeout: float | None) -> bool:
+        """Wait for a job to be queued (True) or for ``timeout`` to pass (False)."""
+        loop = asyncio.get_running_loop()
+        idle: asyncio.Future[None] = loop.create_future()
+        self._idle.append(idle)
+        timer = None if timeout is None else loop.call_later(timeout, _wake, idle)
+        await idle
+        if timer is not None:
+            timer.cancel()
+        return bool(self._core.waiting) or self._core.closed
+
+    async def _connection_for(self, job: Job) -> psycopg.AsyncConnection[Any] | None:
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
-            conn = await self._pool.getconn(timeout=wait)
+            return await self._pool.getconn(timeout=wait)
         except (PoolTimeout, PoolClosed) as exc:
             self._core.no_connection(job, _core.no_connection_error(exc, wait))
             _settle(job)
-            return
-        try:
-            for turn in range(1, _core.KEEP_CONNECTION_FOR + 1):
-                if self._core.begin(job, time.monotonic()):
-                    result, error = None, None
-                    try:
-                        result = await job.work(conn)
-                    except Exception as exc:
-                        error = _core.wrap_error(exc)
-                    self._core.finish(job, result, error)
-                _settle(job)
-                last = turn == _core.KEEP_CONNECTION_FOR or conn.closed
-                if last or (next_job := self._core.take()) is None:
-                    break
-                job = next_job  # more work waiting: keep the connection, skip the pool
-        finally:
-            await self._pool.putconn(conn)  # only now: the query has finished on it
+            return None
+
+    async def _run(self, job: Job, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Run ``job`` to its end on ``conn`` — the deadline does not interrupt it."""
+        if self._core.begin(job, time.monotonic()):
+            result, error = None, None
+            try:
+                result = await job.work(conn)
+            except Exception as exc:
+                error = _core.wrap_error(exc)
+            self._core.finish(job, result, error)
+        _settle(job)
+
+
+def _wake(idle: asyncio.Future[None]) -> None:
+    if not idle.done():
+        idle.set_result(None)
 
 
 def _settle(job: Job) -> None:

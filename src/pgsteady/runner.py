@@ -220,44 +220,58 @@ class Database:
         raise error
 
     def _worker(self) -> None:
-        while True:
-            with self._work_ready:
-                while not self._core.waiting and not self._core.closed:
-                    self._work_ready.wait(_IDLE_POLL)
-                job = self._core.take()
-            if job is None:
-                return
-            self._run(job)
+        """Take jobs; run each on a connection held between jobs while work keeps coming
+        (a pool round trip per job would cost more than the runner itself)."""
+        conn: psycopg.Connection[Any] | None = None
+        turns = 0
+        try:
+            while True:
+                with self._work_ready:
+                    if not self._core.waiting and not self._core.closed:
+                        self._work_ready.wait(_core.HOLD_IDLE if conn else _IDLE_POLL)
+                    job = self._core.take()
+                    closed = self._core.closed
+                if job is None:
+                    if closed:
+                        return
+                    if conn is not None:  # quiet: let the pool look after the connection
+                        self._pool.putconn(conn)
+                        conn, turns = None, 0
+                    continue
+                if conn is None:
+                    conn = self._connection_for(job)
+                    if conn is None:
+                        continue
+                self._run(job, conn)
+                turns += 1
+                if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
+                    self._pool.putconn(conn)
+                    conn, turns = None, 0
+        finally:
+            if conn is not None:
+                self._pool.putconn(conn)
 
-    def _run(self, job: Job) -> None:
+    def _connection_for(self, job: Job) -> psycopg.Connection[Any] | None:
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
-            conn = self._pool.getconn(timeout=wait)
+            return self._pool.getconn(timeout=wait)
         except (PoolTimeout, PoolClosed) as exc:
             with self._lock:
                 self._core.no_connection(job, _core.no_connection_error(exc, wait))
             job.waker.release()
-            return
-        try:
-            for turn in range(1, _core.KEEP_CONNECTION_FOR + 1):
-                with self._lock:
-                    started = self._core.begin(job, time.monotonic())
-                if started:
-                    result, error = None, None
-                    try:
-                        result = job.work(conn)
-                    except Exception as exc:
-                        error = _core.wrap_error(exc)
-                    with self._lock:
-                        self._core.finish(job, result, error)
-                job.waker.release()
-                if turn == _core.KEEP_CONNECTION_FOR or conn.closed:
-                    break
-                with self._lock:
-                    next_job = self._core.take()
-                if next_job is None:
-                    break
-                job = next_job  # more work waiting: keep the connection, skip the pool
-        finally:
-            self._pool.putconn(conn)  # only now: the query has finished on this connection
+            return None
+
+    def _run(self, job: Job, conn: psycopg.Connection[Any]) -> None:
+        """Run ``job`` to its end on ``conn`` — the deadline does not interrupt it."""
+        with self._lock:
+            started = self._core.begin(job, time.monotonic())
+        if started:
+            result, error = None, None
+            try:
+                result = job.work(conn)
+            except Exception as exc:
+                error = _core.wrap_error(exc)
+            with self._lock:
+                self._core.finish(job, result, error)
+        job.waker.release()
