@@ -23,6 +23,7 @@ import pytest
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir, versions
 from pgsteady.lab.proxy import FaultProxy
+from pgsteady.migrate.testing import pgsteady_lock_holder  # noqa: F401
 
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
 TEST_PGBOUNCER_SETTINGS = {"server_login_retry": 1}

@@ -1,0 +1,57 @@
+"""``pgsteady preflight``: name the sessions that would block the pending migrations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pgsteady.cli.migrate import SCHEMA_VERSION, add_common, dsn_of, policy_of
+from pgsteady.errors import EXIT_FAILURE, EXIT_OK
+from pgsteady.migrate import apply, source
+from pgsteady.migrate.preflight import Report
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser(
+        "preflight", help="what would block the pending migrations, naming the sessions",
+        description="Parse the pending migrations, find the tables each statement locks and "
+                    "the lock it needs, and list live sessions that hold or wait for a "
+                    "conflicting lock there (or, for CREATE INDEX CONCURRENTLY, hold an old "
+                    "snapshot). Applies nothing.",
+        epilog="exit codes: 0 nothing in the way, 1 blocking sessions found, 2 usage error or "
+               "bad migration file, 3 cannot connect")
+    add_common(parser)
+    parser.set_defaults(run=run)
+
+
+def print_report(report: Report) -> None:
+    out = sys.stdout
+    if report.ok:
+        print(f"preflight ok: {len(report.pending)} pending migration(s), no session in the "
+              f"way", file=out)
+        return
+    pids = sorted({b.session.pid for b in report.blockers})
+    print(f"preflight refused: {len(pids)} session(s) would block "
+          f"{len(report.pending)} pending migration(s)", file=out)
+    for blocker in report.blockers:
+        print(f"- {blocker.describe()}", file=out)
+        if blocker.session.query:
+            print(f"  query: {blocker.session.query}", file=out)
+    print(f"next: wait for them to finish, or end them with SELECT pg_terminate_backend(pid) "
+          f"(pid {', '.join(map(str, pids))}); then run pgsteady migrate", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    migrations = source.load_dir(args.dir)
+    report = apply.run_preflight(dsn_of(args), migrations, policy_of(args))
+    if args.json:
+        print(json.dumps({
+            "schema_version": SCHEMA_VERSION, "ok": report.ok,
+            "pending": [{"version": m.version, "name": m.name, "file": str(m.path)}
+                        for m in report.pending],
+            "blockers": [b.as_dict() for b in report.blockers]}, indent=2))
+    else:
+        print_report(report)
+    return EXIT_OK if report.ok else EXIT_FAILURE

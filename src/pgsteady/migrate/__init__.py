@@ -1,0 +1,26 @@
+"""Migrations that give up fast, name their blocker, and never leave half-applied work.
+
+This module only re-exports; see ``source`` (where migrations come from), ``apply``
+(transactions, timeouts, retries), ``preflight`` (who is in the way), ``analysis`` (what each
+statement locks) and ``testing`` (pytest helpers).
+"""
+
+from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
+from pgsteady.migrate.apply import Applied, Policy, migrate, plan, run_preflight
+from pgsteady.migrate.source import Migration, load_dir, run_alembic_migrations
+
+__all__ = [
+    "Applied",
+    "LockMode",
+    "Migration",
+    "Policy",
+    "SqlSyntaxError",
+    "StatementInfo",
+    "Target",
+    "analyze",
+    "load_dir",
+    "migrate",
+    "plan",
+    "run_alembic_migrations",
+    "run_preflight",
+]

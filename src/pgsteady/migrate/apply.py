@@ -1,0 +1,455 @@
+"""Applying migrations so that a blocked one gives up fast and leaves nothing behind.
+
+Each migration runs in its own transaction with ``SET LOCAL lock_timeout`` and
+``statement_timeout``; its history row commits with it. When it cannot get a lock in time
+(SQLSTATE 55P03, or a deadlock) the transaction is rolled back, the blocker is named in the
+log, and it is tried again after a jittered wait with a longer lock_timeout (100 ms doubling
+to a 5 s cap, as GitLab's ``with_lock_retries``), until its tries or its retry budget run out.
+Readers queued behind it are therefore never stalled longer than the current lock_timeout.
+
+One runner at a time: a session advisory lock, waited for a bounded time; the error names the
+session holding it. ``no-transaction`` migrations (``CREATE INDEX CONCURRENTLY``) run alone,
+with their own timeouts; an INVALID index a failed try left is dropped before the next try.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.errors import DeadlockDetected, LockNotAvailable, QueryCanceled
+
+from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, UsageError
+from pgsteady.migrate import preflight, queries
+from pgsteady.migrate.analysis import StatementInfo, analyze
+from pgsteady.migrate.source import Migration
+from pgsteady.settings import pg_interval, redact, scrub
+
+log = logging.getLogger("pgsteady.migrate")
+
+T = TypeVar("T")
+RETRYABLE = (LockNotAvailable, DeadlockDetected)
+MIN_LOCK_TIMEOUT = 0.02  # a try with less time than this left is not worth starting
+POLL_RUNNER_LOCK = 0.1
+LOGGED_QUERY_CHARS = 80
+
+
+def application_name() -> str:
+    """The session label every migration connection carries: ``pgsteady-migrate@host:pid``."""
+    return f"pgsteady-migrate@{socket.gethostname()}:{os.getpid()}"[:63]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How long a migration may wait, and how it retries. Durations are seconds.
+
+    ``lock_timeout`` is the cap of the escalating schedule that starts at
+    ``first_lock_timeout``; ``retry_budget`` bounds all tries and waits of one migration, and
+    the clock never restarts on retry.
+    """
+
+    lock_timeout: float = 5.0
+    first_lock_timeout: float = 0.1
+    statement_timeout: float = 60.0
+    index_statement_timeout: float = 3600.0  # no-transaction statements build whole indexes
+    retries: int = 10
+    retry_budget: float = 120.0
+    first_wait: float = 0.1
+    max_wait: float = 5.0
+    runner_wait: float = 10.0
+    blocker_age: float = 1.0  # preflight: ignore lock holders younger than this
+    history_schema: str = "public"
+    history_table: str = "pgsteady_migrations"
+
+    def __post_init__(self) -> None:
+        for name in ("lock_timeout", "first_lock_timeout", "statement_timeout",
+                     "index_statement_timeout", "retry_budget", "first_wait", "max_wait",
+                     "runner_wait", "blocker_age"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise UsageError(f"{name} must be a non-negative number of seconds, "
+                                 f"got {value!r}")
+        if self.lock_timeout <= 0:
+            raise UsageError("lock_timeout must be above 0: without it a blocked migration "
+                             "stalls every query on its table; pass e.g. 5s")
+        if self.retries < 0:
+            raise UsageError(f"retries must be 0 or more, got {self.retries!r}")
+
+    def lock_timeout_for(self, attempt: int) -> float:
+        """The lock_timeout of try ``attempt`` (1-based): doubling from the first to the cap."""
+        first = min(self.first_lock_timeout or self.lock_timeout, self.lock_timeout)
+        return min(self.lock_timeout, math.ldexp(first, attempt - 1))
+
+    def wait_before(self, attempt: int) -> float:
+        """Jittered pause before try ``attempt`` (2+): half to all of a doubling step."""
+        step = min(self.max_wait, math.ldexp(self.first_wait, max(0, attempt - 2)))
+        return step * random.uniform(0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    lock_timeout: float
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A migration that committed."""
+
+    version: int
+    name: str
+    tries: int
+    seconds: float
+
+
+class _StatementFailed(Exception):
+    """Carries which statement failed out of the rolled-back transaction."""
+
+    def __init__(self, where: str, statement: StatementInfo, cause: psycopg.Error) -> None:
+        super().__init__(str(cause))
+        self.where = where
+        self.statement = statement
+        self.cause = cause
+
+
+def pg_error(exc: BaseException) -> BaseException | None:
+    """The psycopg error behind ``exc`` (itself, SQLAlchemy's ``.orig``, or the cause)."""
+    for candidate in (exc, getattr(exc, "orig", None), getattr(exc, "cause", None),
+                      exc.__cause__):
+        if isinstance(candidate, psycopg.Error):
+            return candidate
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return scrub(text.splitlines()[0]) if text else type(exc).__name__
+
+
+def with_lock_retries(
+    try_once: Callable[[Attempt], T], policy: Policy, *, what: str,
+    name_blockers: Callable[[BaseException], list[preflight.Blocker]] | None = None,
+) -> tuple[T, int]:
+    """Run ``try_once`` until it gets its locks, within ``policy``'s tries and budget.
+
+    ``try_once`` must roll back everything it did when it raises. Only lock failures
+    (55P03, 40P01) are retried; anything else propagates at once. Returns (result, tries).
+    """
+    start = time.monotonic()
+    deadline = start + policy.retry_budget
+    last: BaseException | None = None
+    blockers: list[preflight.Blocker] = []
+    tries = 0
+    for number in range(1, policy.retries + 2):
+        remaining = deadline - time.monotonic()
+        if number > 1 and remaining < MIN_LOCK_TIMEOUT:
+            break
+        lock_timeout = max(MIN_LOCK_TIMEOUT, min(policy.lock_timeout_for(number), remaining))
+        tries = number
+        try:
+            return try_once(Attempt(number, lock_timeout)), number
+        except Exception as exc:
+            if not isinstance(pg_error(exc), RETRYABLE):
+                raise
+            last = exc
+        blockers = _safe_blockers(name_blockers, last)
+        log.warning("%s: try %d could not get its locks within lock_timeout %.0f ms (%s); "
+                    "blocked by: %s", what, number, lock_timeout * 1000,
+                    type(pg_error(last)).__name__,
+                    "; ".join(b.describe(query_chars=LOGGED_QUERY_CHARS) for b in blockers)
+                    or "(gone before it was seen)")
+        if number > policy.retries:
+            break
+        wait = policy.wait_before(number + 1)
+        wait = min(wait, deadline - time.monotonic() - MIN_LOCK_TIMEOUT)
+        if wait < 0:
+            break
+        time.sleep(wait)
+    spent = time.monotonic() - start
+    named = "; ".join(b.describe() for b in blockers) or \
+        "a session not identified (it may have ended)"
+    raise MigrationBlocked(
+        f"{what}: could not get its locks in {tries} tries over {spent:.1f}s (retry budget "
+        f"{policy.retry_budget:g}s, lock_timeout up to {policy.lock_timeout:g}s); nothing of it "
+        f"was applied. Blocked by: {named}. Wait for it, or end it with "
+        f"pg_terminate_backend(pid), then run again") from last
+
+
+def _safe_blockers(name_blockers: Callable[[BaseException], list[preflight.Blocker]] | None,
+                   exc: BaseException) -> list[preflight.Blocker]:
+    """Naming the blocker is best effort: it must never hide the lock failure itself."""
+    if name_blockers is None:
+        return []
+    try:
+        return name_blockers(exc)
+    except Exception:
+        log.debug("could not look up the blocking sessions", exc_info=True)
+        return []
+
+
+def connect(dsn: str, *, connect_timeout: int = 10) -> psycopg.Connection[Any]:
+    """An autocommit connection labelled ``pgsteady-migrate@host:pid``; CannotConnect if not."""
+    try:
+        return psycopg.connect(dsn, autocommit=True, application_name=application_name(),
+                               connect_timeout=connect_timeout, prepare_threshold=None)
+    except psycopg.OperationalError as exc:
+        raise CannotConnect(f"cannot connect to {redact(dsn) or 'the default database'}: "
+                            f"{_first_line(exc)}") from exc
+
+
+@contextmanager
+def runner_lock(conn: psycopg.Connection[Any], wait: float) -> Iterator[None]:
+    """Hold the one-runner-at-a-time advisory lock; wait at most ``wait`` seconds for it."""
+    deadline = time.monotonic() + wait
+    params = {"key": queries.RUNNER_LOCK_KEY}
+    while True:
+        row = conn.execute(queries.TRY_RUNNER_LOCK, params).fetchone()
+        if row is not None and row[0]:
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            holder = _runner_lock_holder(conn)
+            raise MigrationBlocked(
+                f"another migration runner is active: {holder}; waited {wait:g}s for it. Let it "
+                f"finish and run again (or raise the wait)")
+        time.sleep(min(POLL_RUNNER_LOCK, left))
+    try:
+        yield
+    finally:
+        try:
+            if not conn.closed:
+                conn.execute(queries.RELEASE_RUNNER_LOCK, params)
+        except psycopg.Error:  # a lost session has released it already; keep the real error
+            log.debug("could not release the runner lock", exc_info=True)
+
+
+def _runner_lock_holder(conn: psycopg.Connection[Any]) -> str:
+    from psycopg.rows import dict_row  # noqa: PLC0415 - only on this path
+
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(queries.RUNNER_LOCK_HOLDER, {
+            "hi": queries.RUNNER_LOCK_HI, "lo": queries.RUNNER_LOCK_LO,
+            "query_chars": preflight.QUERY_CHARS}).fetchone()
+    if row is None:
+        return "its holder ended meanwhile"
+    return preflight._session(row).describe()
+
+
+def _execute(conn: psycopg.Connection[Any], text: str) -> None:
+    # Migration text is the user's own SQL, sent as is, without parameters.
+    conn.execute(text)  # type: ignore[arg-type,unused-ignore]  # not a LiteralString, by design
+
+
+def backstop(conn: psycopg.Connection[Any], policy: Policy) -> None:
+    """Session-wide timeouts, so pgsteady's own catalog reads can never hang either."""
+    _set(conn, "lock_timeout", policy.lock_timeout, local=False)
+    _set(conn, "statement_timeout", policy.statement_timeout, local=False)
+
+
+def _set(conn: psycopg.Connection[Any], name: str, seconds: float, *, local: bool) -> None:
+    query = queries.SET_LOCAL if local else queries.SET_SESSION
+    conn.execute(query, {"name": name, "value": pg_interval(seconds)})
+
+
+class History:
+    """The history table: which versions are applied; written in the migration's transaction."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.schema = policy.history_schema
+        self.table = policy.history_table
+
+    def applied(self, conn: psycopg.Connection[Any]) -> dict[int, tuple[str, str]]:
+        name = sql.Identifier(self.schema, self.table).as_string(conn)
+        row = conn.execute(queries.RELATION_EXISTS, {"name": name}).fetchone()
+        if row is None or not row[0]:
+            return {}
+        rows = conn.execute(queries.applied_versions(self.schema, self.table)).fetchall()
+        return {int(v): (str(n), str(c)) for v, n, c in rows}
+
+    def ensure(self, conn: psycopg.Connection[Any], policy: Policy) -> None:
+        with conn.transaction():
+            _set(conn, "lock_timeout", policy.lock_timeout, local=True)
+            conn.execute(queries.create_history(self.schema, self.table))
+
+    def record(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
+               seconds: float) -> None:
+        conn.execute(queries.insert_history(self.schema, self.table), {
+            "version": migration.version, "name": migration.name,
+            "checksum": migration.checksum, "duration_ms": round(seconds * 1000),
+            "tries": tries, "applied_by": application_name()})
+
+
+def pending(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
+            policy: Policy) -> list[Migration]:
+    """Migrations not in the history yet, in version order; warns about edited ones."""
+    applied = History(policy).applied(conn)
+    for migration in migrations:
+        done = applied.get(migration.version)
+        if done is not None and done[1] != migration.checksum:
+            log.warning("%s was edited after it was applied; the change will not run (write "
+                        "a new migration instead)", migration.path)
+    return [m for m in migrations if m.version not in applied]
+
+
+def plan(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None) \
+        -> list[Migration]:
+    """The pending migrations, applying nothing (``--plan``)."""
+    policy = policy or Policy()
+    with connect(dsn) as conn:
+        backstop(conn, policy)
+        return pending(conn, migrations, policy)
+
+
+def run_preflight(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None) \
+        -> preflight.Report:
+    """Preflight the pending migrations on a fresh connection (``pgsteady preflight``)."""
+    policy = policy or Policy()
+    with connect(dsn) as conn:
+        backstop(conn, policy)
+        return preflight.check(conn, pending(conn, migrations, policy),
+                               min_age=policy.blocker_age)
+
+
+def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None, *,
+            check_first: bool = True,
+            on_applied: Callable[[Applied], None] | None = None) -> list[Applied]:
+    """Apply every pending migration, each all-or-nothing; stop at the first that fails.
+
+    Raises MigrationBlocked (preflight refused, runner busy, or retries exhausted),
+    MigrationError (a statement failed), CannotConnect.
+    """
+    policy = policy or Policy()
+    done: list[Applied] = []
+    with connect(dsn) as conn, runner_lock(conn, policy.runner_wait):
+        backstop(conn, policy)
+        todo = pending(conn, migrations, policy)
+        if not todo:
+            log.info("nothing to apply")
+            return done
+        if check_first:
+            report = preflight.check(conn, todo, min_age=policy.blocker_age)
+            if not report.ok:
+                raise MigrationBlocked(report.summary())
+        history = History(policy)
+        history.ensure(conn, policy)
+        for migration in todo:
+            applied = apply_one(conn, migration, policy, history)
+            done.append(applied)
+            if on_applied is not None:
+                on_applied(applied)
+    return done
+
+
+def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Policy,
+              history: History) -> Applied:
+    """One migration, with lock retries; all of it or nothing of it."""
+    start = time.monotonic()
+    step = _transactional if migration.transactional else _autocommit
+
+    def try_once(attempt: Attempt) -> None:
+        step(conn, migration, attempt, policy=policy, history=history, start=start)
+
+    def name_blockers(exc: BaseException) -> list[preflight.Blocker]:
+        statements = [exc.statement] if isinstance(exc, _StatementFailed) else \
+            list(migration.statements)
+        needs = preflight.resolve(conn, migration, statements)
+        return preflight.blockers_for(conn, needs, min_age=0.0)
+
+    try:
+        _, tries = with_lock_retries(try_once, policy, what=migration.label,
+                                     name_blockers=name_blockers)
+    except _StatementFailed as exc:
+        raise _failure(migration, exc, policy) from exc.cause
+    seconds = time.monotonic() - start
+    log.info("applied %s in %.0f ms (%d tries)", migration.label, seconds * 1000, tries)
+    return Applied(migration.version, migration.name, tries, seconds)
+
+
+def _failure(migration: Migration, exc: _StatementFailed, policy: Policy) -> MigrationError:
+    cause = exc.cause
+    if isinstance(cause, QueryCanceled):
+        limit = policy.statement_timeout if migration.transactional else \
+            policy.index_statement_timeout
+        why = f"statement_timeout of {limit:g}s reached"
+    else:
+        why = f"{cause.sqlstate or 'error'} {_first_line(cause)}"
+    left = "nothing of it was applied" if migration.transactional else \
+        "it ran outside a transaction; any invalid index it left is dropped on the next run"
+    return MigrationError(f"{exc.where}: {exc.statement.kind} failed: {why}; {left}. Fix the "
+                          f"migration or the data and run again")
+
+
+def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None:
+    for statement in migration.statements:
+        try:
+            _execute(conn, statement.sql)
+        except psycopg.Error as exc:
+            raise _StatementFailed(migration.where(statement), statement, exc) from exc
+
+
+def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
+                   policy: Policy, history: History, start: float) -> None:
+    with conn.transaction():
+        _set(conn, "lock_timeout", attempt.lock_timeout, local=True)
+        _set(conn, "statement_timeout", policy.statement_timeout, local=True)
+        _run_statements(conn, migration)
+        history.record(conn, migration, attempt.number, time.monotonic() - start)
+
+
+def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
+                policy: Policy, history: History, start: float) -> None:
+    _set(conn, "lock_timeout", attempt.lock_timeout, local=False)
+    _set(conn, "statement_timeout", policy.index_statement_timeout, local=False)
+    try:
+        _drop_invalid_index(conn, migration)
+        _run_statements(conn, migration)
+        _set(conn, "statement_timeout", policy.statement_timeout, local=False)
+        with conn.transaction():
+            history.record(conn, migration, attempt.number, time.monotonic() - start)
+    finally:
+        try:
+            if not conn.closed:
+                backstop(conn, policy)
+        except psycopg.Error:
+            log.debug("could not restore the session timeouts", exc_info=True)
+
+
+def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> None:
+    """An earlier failed CREATE INDEX CONCURRENTLY leaves an INVALID index: drop it first."""
+    statement = migration.statements[0]
+    if statement.kind != "CREATE INDEX CONCURRENTLY":
+        return
+    node = statement.node
+    parts = (node.relation.schemaname, node.idxname) if node.relation.schemaname else \
+        (node.idxname,)
+    name = sql.Identifier(*parts).as_string(conn)
+    row = conn.execute(queries.INDEX_VALIDITY, {"name": name}).fetchone()
+    if row is None or row[1]:
+        return
+    _oid, _valid, schema, index = row
+    log.warning("%s: dropping invalid index %s.%s left by a failed earlier build",
+                migration.label, schema, index)
+    try:
+        conn.execute(queries.drop_index_concurrently(schema, index))
+    except psycopg.Error as exc:
+        raise _StatementFailed(migration.where(statement), statement, exc) from exc
+
+
+def statements_of(text: str | None) -> list[StatementInfo]:
+    """Best-effort analysis of SQL an ORM sent (the Alembic path); [] if it does not parse."""
+    if not text:
+        return []
+    try:
+        return analyze(text)
+    except ValueError:
+        return []

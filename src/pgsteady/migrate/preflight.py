@@ -1,0 +1,232 @@
+"""Before migrating: which live sessions would block the pending statements, by name.
+
+For each pending statement, its relations and the lock it needs come from
+:mod:`~pgsteady.migrate.analysis`; ``pg_locks`` x ``pg_stat_activity`` then gives the sessions
+that hold or wait for a conflicting lock there, open longer than ``min_age`` (a 5 ms read that
+is about to finish is not worth refusing for). ``CREATE INDEX CONCURRENTLY`` also waits for
+every old snapshot in the database, so those sessions count too. The same lookup names the
+blocker after a try that ran into ``lock_timeout``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from pgsteady.migrate import queries
+from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
+from pgsteady.migrate.source import Migration
+from pgsteady.settings import scrub
+
+log = logging.getLogger("pgsteady.migrate")
+
+QUERY_CHARS = 200
+_SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
+                               "REINDEX INDEX CONCURRENTLY", "DETACH PARTITION CONCURRENTLY"})
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session as an operator needs to see it to decide what to do about it."""
+
+    pid: int
+    application_name: str
+    usename: str
+    client_addr: str | None
+    state: str
+    xact_age: float | None
+    query_age: float | None
+    query: str
+
+    def describe(self) -> str:
+        label = self.application_name or "no application_name"
+        parts = [f"user {self.usename}" if self.usename else "",
+                 f"from {self.client_addr}" if self.client_addr else "",
+                 self.state, _age("transaction open", self.xact_age),
+                 _age("last query started", self.query_age, " ago")]
+        return f"pid {self.pid} '{label}' (" + ", ".join(p for p in parts if p) + ")"
+
+
+@dataclass(frozen=True)
+class Need:
+    """A pending statement needs ``lock`` on an existing relation."""
+
+    relation_oid: int
+    relation: str
+    lock: LockMode
+    where: str  # file:line
+    kind: str
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A session in the way of a pending statement, and why."""
+
+    session: Session
+    reason: str  # "holds", "waits for" or "old snapshot"
+    lock_mode: str | None  # pg_locks.mode it holds or waits for
+    relation: str | None
+    need: Need | None
+
+    def describe(self, *, query_chars: int = 0) -> str:
+        """One line; with ``query_chars``, ends with the start of the session's query."""
+        if self.reason == "old snapshot":
+            what = "holds a snapshot CREATE INDEX CONCURRENTLY must wait out"
+        else:
+            what = f"{self.reason} {self.lock_mode} on {self.relation}"
+        if self.need is not None:
+            what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
+        query = self.session.query
+        if query_chars and query:
+            excerpt = query if len(query) <= query_chars else query[:query_chars - 3] + "..."
+            what += f"; its query: {excerpt}"
+        return f"{self.session.describe()} {what}"
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.session
+        return {
+            "pid": s.pid, "application_name": s.application_name, "usename": s.usename,
+            "client_addr": s.client_addr, "state": s.state,
+            "xact_age_s": _round(s.xact_age), "query_age_s": _round(s.query_age),
+            "query": s.query, "reason": self.reason, "lock_mode": self.lock_mode,
+            "relation": self.relation,
+            "needed_by": None if self.need is None else {
+                "where": self.need.where, "kind": self.need.kind, "lock": str(self.need.lock)},
+        }
+
+
+@dataclass
+class Report:
+    """What preflight found: the pending migrations and who is in their way."""
+
+    pending: list[Migration]
+    blockers: list[Blocker] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.blockers
+
+    def summary(self) -> str:
+        """One line for an error message: every blocking session, and what to do."""
+        sessions = {b.session.pid: b for b in self.blockers}
+        named = "; ".join(b.describe() for b in sessions.values())
+        pids = ", ".join(str(pid) for pid in sessions)
+        return (f"preflight: {len(sessions)} session(s) would block the pending migrations: "
+                f"{named}. Wait for them to finish, or end them (SELECT pg_terminate_backend"
+                f"(pid) for pid {pids}), then run again")
+
+
+def _age(label: str, seconds: float | None, suffix: str = "") -> str:
+    """``transaction open 1.5s``, ``... 7h02m``; empty when unknown."""
+    if seconds is None:
+        return ""
+    if seconds < 60:
+        return f"{label} {seconds:.1f}s{suffix}"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    span = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+    return f"{label} {span}{suffix}"
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _session(row: dict[str, Any]) -> Session:
+    return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
+                   row["state"], row["xact_age"], row["query_age"], scrub(row["query"]))
+
+
+def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
+            statements: Iterable[StatementInfo], where: str = "") -> list[Need]:
+    """The existing relations the statements lock (an index's table too), with modes."""
+    needs: list[Need] = []
+    with conn.cursor(row_factory=dict_row) as cur:
+        for statement in statements:
+            place = migration.where(statement) if migration is not None else where
+            for target in _waits_for(statement):
+                parts = (target.schema, target.name) if target.schema else (target.name,)
+                name = sql.Identifier(*parts).as_string(conn)
+                row = cur.execute(queries.RESOLVE_RELATION, {"name": name}).fetchone()
+                if row is None:  # not there yet (an earlier pending migration creates it)
+                    continue
+                oid, _kind, schema, relname, table_oid = row.values()
+                needs.append(Need(oid, f"{schema}.{relname}", target.lock, place,
+                                  statement.kind))
+                if table_oid is not None:  # locking an index locks its table as well
+                    needs.append(Need(table_oid, f"table of {schema}.{relname}", target.lock,
+                                      place, statement.kind))
+    return needs
+
+
+def _waits_for(statement: StatementInfo) -> list[Target]:
+    """The statement's targets, plus what a concurrent index build waits out: writers."""
+    targets = list(statement.targets)
+    if statement.kind in _SNAPSHOT_WAITERS:
+        # After taking SHARE UPDATE EXCLUSIVE it waits for every transaction holding a lock
+        # that conflicts with SHARE (any writer), then for old snapshots.
+        targets += [Target(t.schema, t.name, LockMode.SHARE) for t in statement.targets]
+    return targets
+
+
+def blockers_for(conn: psycopg.Connection[Any], needs: Sequence[Need], *,
+                 min_age: float) -> list[Blocker]:
+    """Sessions holding or waiting for a lock that conflicts with one of ``needs``."""
+    if not needs:
+        return []
+    by_oid: dict[int, list[Need]] = {}
+    for need in needs:
+        by_oid.setdefault(need.relation_oid, []).append(need)
+    found: list[Blocker] = []
+    seen: set[tuple[int, int]] = set()
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries.RELATION_LOCKERS,
+                           {"oids": list(by_oid), "query_chars": QUERY_CHARS}).fetchall()
+    for row in rows:
+        try:
+            held = LockMode.from_pg_name(row["mode"])
+        except ValueError:
+            continue
+        age = row["xact_age"] if row["granted"] else (row["wait_age"] or row["query_age"])
+        if age is None or age < min_age:
+            continue
+        for need in by_oid[row["relation_oid"]]:
+            key = (row["pid"], row["relation_oid"])
+            if need.lock.conflicts_with(held) and key not in seen:
+                seen.add(key)
+                found.append(Blocker(_session(row), "holds" if row["granted"] else "waits for",
+                                     row["mode"], need.relation, need))
+    return found
+
+
+def old_snapshots(conn: psycopg.Connection[Any], *, min_age: float) -> list[Session]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries.OLD_SNAPSHOTS,
+                           {"min_age": min_age, "query_chars": QUERY_CHARS}).fetchall()
+    return [_session(row) for row in rows]
+
+
+def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
+          min_age: float = 1.0) -> Report:
+    """Preflight the pending migrations; the report names every session in their way."""
+    report = Report(list(pending))
+    needs = [need for m in pending for need in resolve(conn, m, m.statements)]
+    report.blockers += blockers_for(conn, needs, min_age=min_age)
+    waiting = [(m, s) for m in pending for s in m.statements if s.kind in _SNAPSHOT_WAITERS]
+    if waiting:
+        migration, statement = waiting[0]
+        named = {b.session.pid for b in report.blockers}
+        for session in old_snapshots(conn, min_age=min_age):
+            if session.pid not in named:
+                report.blockers.append(Blocker(session, "old snapshot", None, None, Need(
+                    0, "", LockMode.SHARE_UPDATE_EXCLUSIVE, migration.where(statement),
+                    statement.kind)))
+    for blocker in report.blockers:
+        log.info("preflight: %s", blocker.describe())
+    return report

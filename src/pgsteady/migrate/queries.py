@@ -1,0 +1,133 @@
+"""Every SQL statement the migrate subsystem sends of its own, by name.
+
+Identifiers are composed with ``psycopg.sql``; values always travel as parameters.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+# One bigint key for "a pgsteady migration runner is active in this database".
+# Both 32-bit halves are below 2**31, so pg_locks.classid/objid show them unchanged.
+RUNNER_LOCK_HI = 0x70677374  # "pgst"
+RUNNER_LOCK_LO = 0x6D696772  # "migr"
+RUNNER_LOCK_KEY = (RUNNER_LOCK_HI << 32) | RUNNER_LOCK_LO
+
+# Session settings local to the current transaction (is_local = true) or to the session.
+SET_LOCAL = "SELECT set_config(%(name)s, %(value)s, true)"
+SET_SESSION = "SELECT set_config(%(name)s, %(value)s, false)"
+
+TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s)"
+RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s)"
+
+# Columns every "who is this session" query returns, in this order (see preflight.Session).
+_SESSION_COLUMNS = """
+    a.pid, coalesce(a.application_name, '') AS application_name,
+    coalesce(a.usename::text, '') AS usename, host(a.client_addr) AS client_addr,
+    coalesce(a.state, '') AS state,
+    extract(epoch FROM now() - a.xact_start)::float8 AS xact_age,
+    extract(epoch FROM now() - a.query_start)::float8 AS query_age,
+    left(regexp_replace(coalesce(a.query, ''), '\\s+', ' ', 'g'), %(query_chars)s) AS query
+"""
+
+RUNNER_LOCK_HOLDER = f"""
+SELECT {_SESSION_COLUMNS}
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid = %(hi)s AND l.objid = %(lo)s AND l.objsubid = 1
+"""
+
+# A relation name as written in a migration -> its oid, kind, and the table of an index.
+RESOLVE_RELATION = """
+SELECT c.oid::int8, c.relkind::text, n.nspname::text, c.relname::text, i.indrelid::int8
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+WHERE c.oid = to_regclass(%(name)s)
+"""
+
+# Sessions holding or waiting for a lock on any of the relations (filtered by mode in Python,
+# with the conflict table in analysis.LockMode).
+RELATION_LOCKERS = f"""
+SELECT {_SESSION_COLUMNS},
+    l.relation::int8 AS relation_oid, l.relation::regclass::text AS relation,
+    l.mode, l.granted,
+    extract(epoch FROM now() - l.waitstart)::float8 AS wait_age
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'relation'
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.relation = ANY(%(oids)s::oid[])
+  AND l.pid <> pg_backend_pid()
+ORDER BY a.xact_start NULLS LAST, a.pid
+"""
+
+# Sessions whose snapshot CREATE INDEX CONCURRENTLY would have to wait out.
+OLD_SNAPSHOTS = f"""
+SELECT {_SESSION_COLUMNS}
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+  AND a.backend_xmin IS NOT NULL AND a.backend_type = 'client backend'
+  AND now() - a.xact_start >= make_interval(secs => %(min_age)s)
+ORDER BY a.xact_start, a.pid
+"""
+
+INDEX_VALIDITY = """
+SELECT c.oid::int8, i.indisvalid, n.nspname::text, c.relname::text
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_index i ON i.indexrelid = c.oid
+WHERE c.oid = to_regclass(%(name)s)
+"""
+
+
+def drop_index_concurrently(schema: str, name: str) -> sql.Composed:
+    return sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(schema, name))
+
+
+RELATION_EXISTS = "SELECT to_regclass(%(name)s) IS NOT NULL"
+
+
+def create_history(schema: str, table: str) -> sql.Composed:
+    return sql.SQL("""
+CREATE TABLE IF NOT EXISTS {} (
+    version     bigint PRIMARY KEY,
+    name        text NOT NULL,
+    checksum    text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    duration_ms integer NOT NULL,
+    tries       integer NOT NULL,
+    applied_by  text NOT NULL
+)""").format(sql.Identifier(schema, table))
+
+
+def applied_versions(schema: str, table: str) -> sql.Composed:
+    return sql.SQL("SELECT version, name, checksum FROM {} ORDER BY version").format(
+        sql.Identifier(schema, table))
+
+
+def insert_history(schema: str, table: str) -> sql.Composed:
+    return sql.SQL(
+        "INSERT INTO {} (version, name, checksum, duration_ms, tries, applied_by) "
+        "VALUES (%(version)s, %(name)s, %(checksum)s, %(duration_ms)s, %(tries)s, "
+        "%(applied_by)s)").format(sql.Identifier(schema, table))
+
+
+# The catalog, as text, of every user relation: what "the schema is unchanged" compares.
+SCHEMA_SNAPSHOT = """
+SELECT n.nspname || '.' || c.relname || ' ' || c.relkind::text || ' ' || concat_ws(' | ',
+    (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+                       || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), ''),
+                       ', ' ORDER BY a.attnum)
+     FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+     WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+    (SELECT string_agg(pg_get_constraintdef(k.oid), ', ' ORDER BY k.conname)
+     FROM pg_constraint k WHERE k.conrelid = c.oid),
+    (SELECT pg_get_indexdef(c.oid) || CASE WHEN i.indisvalid THEN '' ELSE ' INVALID' END
+     FROM pg_index i WHERE i.indexrelid = c.oid))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%%'
+  AND c.relkind IN ('r', 'p', 'i', 'I', 'v', 'm', 'S', 'f')
+ORDER BY 1
+"""

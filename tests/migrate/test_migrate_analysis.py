@@ -1,0 +1,67 @@
+"""Statement analysis: which relations a statement locks, in which mode, and where it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, Target, analyze
+
+
+def test_conflict_table_matches_postgres():
+    """The conflict table is PostgreSQL's: symmetric, with the documented pairs."""
+    for a in LockMode:
+        for b in LockMode:
+            assert a.conflicts_with(b) == b.conflicts_with(a)
+    assert LockMode.ACCESS_SHARE.conflicts_with(LockMode.ACCESS_EXCLUSIVE)
+    assert not LockMode.ACCESS_SHARE.conflicts_with(LockMode.EXCLUSIVE)
+    assert not LockMode.SHARE_UPDATE_EXCLUSIVE.conflicts_with(LockMode.ROW_EXCLUSIVE)
+    assert LockMode.SHARE_UPDATE_EXCLUSIVE.conflicts_with(LockMode.SHARE_UPDATE_EXCLUSIVE)
+    assert not LockMode.SHARE.conflicts_with(LockMode.SHARE)
+    assert LockMode.SHARE.conflicts_with(LockMode.ROW_EXCLUSIVE)
+    assert LockMode.from_pg_name("ShareRowExclusiveLock") is LockMode.SHARE_ROW_EXCLUSIVE
+
+
+@pytest.mark.parametrize(("sql", "kind", "targets", "transactional"), [
+    ("ALTER TABLE orgs ADD COLUMN flag boolean", "ALTER TABLE ... ADD COLUMN",
+     [Target(None, "orgs", LockMode.ACCESS_EXCLUSIVE)], True),
+    ("CREATE INDEX CONCURRENTLY i ON app.orgs (name)", "CREATE INDEX CONCURRENTLY",
+     [Target("app", "orgs", LockMode.SHARE_UPDATE_EXCLUSIVE)], False),
+    ("CREATE INDEX i ON orgs (name)", "CREATE INDEX", [Target(None, "orgs", LockMode.SHARE)],
+     True),
+    ("ALTER TABLE a ADD CONSTRAINT f FOREIGN KEY (b) REFERENCES b (id) NOT VALID",
+     "ALTER TABLE ... ADD FOREIGN KEY",
+     [Target(None, "b", LockMode.SHARE_ROW_EXCLUSIVE),
+      Target(None, "a", LockMode.SHARE_ROW_EXCLUSIVE)], True),
+    ("ALTER TABLE a VALIDATE CONSTRAINT f", "ALTER TABLE ... VALIDATE CONSTRAINT",
+     [Target(None, "a", LockMode.SHARE_UPDATE_EXCLUSIVE)], True),
+    ("DROP INDEX CONCURRENTLY i", "DROP INDEX CONCURRENTLY",
+     [Target(None, "i", LockMode.SHARE_UPDATE_EXCLUSIVE)], False),
+    ("LOCK TABLE t IN SHARE ROW EXCLUSIVE MODE", "LOCK TABLE IN SHARE ROW EXCLUSIVE MODE",
+     [Target(None, "t", LockMode.SHARE_ROW_EXCLUSIVE)], True),
+    ("VACUUM t", "VACUUM", [Target(None, "t", LockMode.SHARE_UPDATE_EXCLUSIVE)], False),
+    ("UPDATE t SET a = 1", "UPDATE", [Target(None, "t", LockMode.ROW_EXCLUSIVE)], True),
+    ("CREATE TABLE n (id int)", "CREATE TABLE", [], True),
+])
+def test_statement_locks(sql, kind, targets, transactional):
+    """Each statement gets its documented lock level on the relations it names."""
+    [info] = analyze(sql)
+    assert info.kind == kind
+    assert list(info.targets) == targets
+    assert info.transactional is transactional
+
+
+def test_positions_skip_comments_and_blank_lines():
+    """A statement's line and column point at its first word, past comments."""
+    text = "-- header\n\n  /* note */ SELECT 1;\nALTER TABLE t\n  ADD COLUMN c int;\n"
+    first, second = analyze(text)
+    assert (first.line, first.col, first.sql) == (3, 14, "SELECT 1")
+    assert (second.line, second.col) == (4, 1)
+    assert second.sql == "ALTER TABLE t\n  ADD COLUMN c int"
+
+
+def test_syntax_error_has_line_and_column():
+    """A parse error names the line and column of the bad token."""
+    with pytest.raises(SqlSyntaxError) as err:
+        analyze("SELECT 1;\nALTER TABLE t ADD COLUMN;\n")
+    assert (err.value.line, err.value.col) == (2, 25)
+    assert "syntax error" in str(err.value)

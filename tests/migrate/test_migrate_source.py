@@ -1,0 +1,73 @@
+"""Bad migration files: one line naming the file and line, exit 2, and nothing applied."""
+
+from __future__ import annotations
+
+import pytest
+from migrate_helpers import columns, history, run_cli, write_migrations
+
+from pgsteady.errors import BadMigration
+from pgsteady.migrate import source
+
+GOOD = {"0001_create_orgs.sql": "CREATE TABLE orgs (id int PRIMARY KEY);\n"}
+
+
+@pytest.mark.parametrize(("files", "where", "says"), [
+    ({"0002_bad.sql": "ALTER TABLE orgs ADD COLUMN;\n"}, "0002_bad.sql:1", "syntax error"),
+    ({"0002_bad.sql": "-- pgsteady: no-transation\nSELECT 1;\n"}, "0002_bad.sql:1",
+     "unknown directive 'no-transation'; known: no-transaction"),
+    ({"002_dup.sql": "SELECT 1;\n", "2_other.sql": "SELECT 2;\n"}, ".sql:1",
+     "version 2 is also used by"),
+    ({"0002_idx.sql": "SELECT 1;\nCREATE INDEX CONCURRENTLY i ON orgs (id);\n"},
+     "0002_idx.sql:2", "cannot run inside a transaction; put it alone in a file whose first "
+                       "line is '-- pgsteady: no-transaction'"),
+    ({"0002_tx.sql": "BEGIN;\nSELECT 1;\nCOMMIT;\n"}, "0002_tx.sql:1", "BEGIN is not allowed"),
+    ({"add_flag.sql": "SELECT 1;\n"}, "add_flag.sql:1", "<version>_<name>.sql"),
+    ({"0002_two.sql": "-- pgsteady: no-transaction\nCREATE INDEX CONCURRENTLY i ON orgs (id);\n"
+                      "SELECT 1;\n"}, "0002_two.sql:3", "exactly one statement"),
+    ({"0002_late.sql": "SELECT 1;\n-- pgsteady: no-transaction\n"}, "0002_late.sql:2",
+     "must be in the header"),
+    ({"0002_empty.sql": "-- nothing here\n"}, "0002_empty.sql:1", "contains no SQL statement"),
+])
+def test_bad_file_is_one_line_and_nothing_applied(tmp_path, db, files, where, says):
+    """A bad file anywhere in the folder stops the run before any statement is sent."""
+    folder = write_migrations(tmp_path / "m", {**GOOD, **files})
+    result = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert where in lines[0]
+    assert says in lines[0]
+    assert "Traceback" not in result.stderr
+    assert columns(db, "orgs") == []  # not even the good 0001 ran
+    assert history(db) == []
+
+
+def test_syntax_error_line_is_the_bad_line(tmp_path):
+    """The line of a syntax error is the line the parser stopped on, not the statement's."""
+    folder = write_migrations(tmp_path / "m", {
+        "0001_x.sql": "-- create\nCREATE TABLE t (\n  id int,\n  name text text\n);\n"})
+    with pytest.raises(BadMigration, match=r"0001_x\.sql:4: syntax error at or near"):
+        source.load_dir(folder)
+
+
+def test_missing_folder_says_which(tmp_path):
+    """A folder that does not exist is named, with the option to pass instead."""
+    result = run_cli("migrate", "--dsn", "host=127.0.0.1 port=1", "--dir",
+                     str(tmp_path / "nope"))
+    assert result.returncode == 2
+    assert "no such directory" in result.stderr and "--dir" in result.stderr
+
+
+def test_files_load_in_version_order(tmp_path):
+    """Versions sort as numbers; the no-transaction directive is read from the header."""
+    folder = write_migrations(tmp_path / "m", {
+        "10_c.sql": "SELECT 10;\n",
+        "9_b.sql": "-- an index\n-- pgsteady: no-transaction\n"
+                   "CREATE INDEX CONCURRENTLY i ON t (a);\n",
+        "0001_a.sql": "SELECT 1;\n",
+        "README.md": "not a migration\n",
+    })
+    loaded = source.load_dir(folder)
+    assert [(m.version, m.name, m.transactional) for m in loaded] == [
+        (1, "a", True), (9, "b", False), (10, "c", True)]
+    assert loaded[1].statements[0].line == 3
