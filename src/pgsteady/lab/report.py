@@ -50,6 +50,12 @@ def summary_table(result: PoolDrainResult) -> Table:
                  "worst s % ceiling", "timeouts", "rejected", "db done", "srv conns opened",
                  "not-ready", "dropped cancels", "peak cl_waiting", "driver CPU s"):
         table.add_column(name, justify="left" if name in ("strategy", "verdict") else "right")
+    table.caption = "; ".join(
+        f"{strategy}: collapsed in {sum(r.collapsed for r in runs)}/{len(runs)} runs, "
+        f"recovered in {sum(r.recovered for r in runs)}/{len(runs)}"
+        for strategy in dict.fromkeys(r.strategy for r in result.runs)
+        for runs in [[r for r in result.runs if r.strategy == strategy]])
+    table.caption_justify = "left"
     for run in result.runs:
         first, mid, last = _thirds(run, "answered")
         worst, _mean = ceiling_share(run, result.pgbench_tps)

@@ -7,6 +7,8 @@ Fixtures:
     pgsteady_stack      function: ``make(pool_size=1, proxy=True, ...) -> Cluster`` over the
                         session's PostgreSQL; everything it made is stopped after the test
     pgsteady_proxy      function: a :class:`~pgsteady.lab.proxy.FaultProxy` to the server
+    pgsteady_lock_holder  function: hold a lock of a chosen mode on a table in another
+                        session (see :mod:`pgsteady.migrate.testing`)
 
 Markers ``slow`` (long runs) and ``lab`` (lab scenarios) are registered here.
 """
