@@ -71,3 +71,14 @@ def test_files_load_in_version_order(tmp_path):
     assert [(m.version, m.name, m.transactional) for m in loaded] == [
         (1, "a", True), (9, "b", False), (10, "c", True)]
     assert loaded[1].statements[0].line == 3
+
+
+def test_linter_ignore_comments_are_not_directives(tmp_path):
+    """`-- pgsteady: ignore <rule> -- <reason>` belongs to the linter; migrate accepts it."""
+    folder = write_migrations(tmp_path / "m", {
+        "0001_a.sql": "-- pgsteady: ignore-file prefer-jsonb -- legacy payloads\n"
+                      "-- pgsteady: ignore ban-lock-table -- tiny table\n"
+                      "LOCK TABLE t IN ACCESS EXCLUSIVE MODE;\n"})
+    loaded = source.load_dir(folder)
+    assert loaded[0].transactional
+    assert len(loaded[0].statements) == 1

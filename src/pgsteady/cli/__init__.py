@@ -14,11 +14,11 @@ from typing import NoReturn
 import psycopg
 
 from pgsteady._version import __version__
-from pgsteady.cli import lab, migrate, preflight
+from pgsteady.cli import lab, lint, migrate, preflight
 from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, PgsteadyError
 from pgsteady.settings import scrub
 
-VERBS = (lab, migrate, preflight)
+VERBS = (lab, lint, migrate, preflight)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -119,6 +119,8 @@ def _directives(path: Path, text: str) -> set[str]:
         if match is None:
             continue
         value = match["value"].lower()
+        if value.split(maxsplit=1)[0:1] in (["ignore"], ["ignore-file"]):
+            continue  # the linter's suppressions: `-- pgsteady: ignore <rule> -- <reason>`
         if value not in DIRECTIVES:
             known = ", ".join(sorted(DIRECTIVES))
             raise BadMigration(f"{path}:{number}: unknown directive {match['value']!r}; "

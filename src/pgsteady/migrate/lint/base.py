@@ -1,0 +1,264 @@
+"""What rules and the engine share: the parse tree's shape, a rule's hits, the per-file context.
+
+The tree is pglast's JSON form (``parse_sql_json`` + ``json.loads``), not its Python AST: the
+same information for about a tenth of the cost, which is what lets a linter written in Python
+keep pace with squawk. A node is ``{"TypeName": {fields}}`` where a field can hold any node,
+and a plain ``{fields}`` dict where the type is fixed (``relation`` is always a RangeVar).
+Fields at their default (false, 0, empty) are absent, so always read them with ``.get``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+Node = dict[str, Any]
+
+#: The PostgreSQL major version rules assume when nothing says otherwise (the oldest one
+#: still supported upstream in 2026).
+DEFAULT_PG_VERSION = 14
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One problem a rule found in a statement.
+
+    ``location`` is a byte offset into the file (the ``location`` of a node); ``None`` means
+    the statement's first word. ``table`` names the relation whose size makes it worse.
+    """
+
+    detail: str = ""
+    location: int | None = None
+    table: tuple[str | None, str] | None = None
+
+
+@dataclass
+class Context:
+    """What the engine knows about the file so far, before the current statement."""
+
+    pg_version: int = DEFAULT_PG_VERSION
+    assume_runner_timeouts: bool = True
+    assume_in_transaction: bool = True
+    transaction_depth: int = 0
+    lock_timeout_set: bool = False
+    statement_timeout_set: bool = False
+    # Tables created earlier in this file: nobody else can be using them yet.
+    created_tables: set[str] = field(default_factory=set)
+    # CHECK constraints added NOT VALID, by name -> (table, column they prove NOT NULL).
+    pending_not_null_checks: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # Constraints added NOT VALID in the transaction still open (validating them there keeps
+    # the ADD's ACCESS EXCLUSIVE lock for the whole scan).
+    not_valid_in_transaction: set[str] = field(default_factory=set)
+    # Existing tables the open transaction holds ACCESS EXCLUSIVE on (by an ALTER TABLE).
+    altered_in_transaction: set[str] = field(default_factory=set)
+    # Tables the open transaction's foreign keys reference (each gets SHARE ROW EXCLUSIVE).
+    fk_targets_in_transaction: set[str] = field(default_factory=set)
+    # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
+    proven_not_null: set[tuple[str, str]] = field(default_factory=set)
+    # Tables with a VALIDATE CONSTRAINT of a constraint added in an earlier migration: it is
+    # most likely the CHECK (col IS NOT NULL) a following SET NOT NULL relies on.
+    validated_elsewhere: set[str] = field(default_factory=set)
+    # Byte offset of the BEGIN that opened the current explicit transaction.
+    open_transaction_at: int | None = None
+    # Once-per-file rules remember here that they have spoken.
+    reported: set[str] = field(default_factory=set)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.assume_in_transaction or self.transaction_depth > 0
+
+    def is_new_table(self, relation: Node | None) -> bool:
+        """True if ``relation`` (a RangeVar) was created earlier in this file."""
+        return relation is not None and table_key(relation) in self.created_tables
+
+
+Check = Callable[[str, Node, Context], Iterable[Hit]]
+Finish = Callable[[Context], Iterable[Hit]]
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """A rule module, checked for completeness and flattened into one typed record.
+
+    Compared by identity: there is one record per rule, and the engine looks rules up often.
+    """
+
+    id: str
+    message: str
+    help: str
+    min_pg_version: int | None
+    doc: str
+    statements: tuple[str, ...]
+    check: Check
+    finish: Finish | None
+    size_aware: bool
+    default_enabled: bool
+    module: str
+
+
+def unwrap(node: Node) -> tuple[str, Node]:
+    """``{"IndexStmt": {...}}`` -> ``("IndexStmt", {...})``."""
+    for name, body in node.items():
+        return name, body
+    return "", {}
+
+
+def strings(items: Iterable[Node] | None) -> list[str]:
+    """The text of a list of ``String`` nodes (qualified names, column lists)."""
+    return [item["String"]["sval"] for item in items or () if "String" in item]
+
+
+def type_name(type_node: Node | None) -> str:
+    """A TypeName's last part: ``pg_catalog.int4`` -> ``int4``, ``serial`` -> ``serial``."""
+    if not type_node:
+        return ""
+    names = strings(type_node.get("names"))
+    return names[-1].lower() if names else ""
+
+
+def type_mods(type_node: Node) -> list[int] | None:
+    """Integer type modifiers (``varchar(20)`` -> ``[20]``); None if absent or not integers."""
+    mods = type_node.get("typmods")
+    if not mods:
+        return None
+    out = []
+    for mod in mods:
+        const = mod.get("A_Const")
+        if const is None or "ival" not in const:
+            return None
+        out.append(int(const["ival"].get("ival", 0)))
+    return out
+
+
+def qualified(relation: Node) -> str:
+    """A RangeVar as written: ``schema.name`` or ``name``."""
+    schema = relation.get("schemaname")
+    return f"{schema}.{relation['relname']}" if schema else str(relation["relname"])
+
+
+def table_key(relation: Node) -> str:
+    """How the context remembers a table: its bare name (schemas rarely differ in one file)."""
+    return str(relation.get("relname", "")).lower()
+
+
+def table_ref(relation: Node | None) -> tuple[str | None, str] | None:
+    """(schema, name) of a RangeVar, for the size lookup."""
+    if not relation:
+        return None
+    return relation.get("schemaname"), str(relation["relname"])
+
+
+def alter_commands(stmt: Node) -> Iterator[tuple[str, Node]]:
+    """Each ALTER TABLE subcommand as (subtype, command); ALTER INDEX etc. are skipped."""
+    if stmt.get("objtype") != "OBJECT_TABLE":
+        return
+    for item in stmt.get("cmds") or ():
+        cmd = item.get("AlterTableCmd")
+        if cmd is not None:
+            yield cmd.get("subtype", ""), cmd
+
+
+def column_defs(stmt_type: str, stmt: Node) -> Iterator[Node]:
+    """Column definitions a CREATE TABLE or ALTER TABLE ... ADD COLUMN introduces."""
+    if stmt_type == "CreateStmt":
+        for element in stmt.get("tableElts") or ():
+            if "ColumnDef" in element:
+                yield element["ColumnDef"]
+    elif stmt_type == "AlterTableStmt":
+        for subtype, cmd in alter_commands(stmt):
+            definition = cmd.get("def") or {}
+            if subtype == "AT_AddColumn" and "ColumnDef" in definition:
+                yield definition["ColumnDef"]
+
+
+def constraints(column: Node) -> Iterator[Node]:
+    """The Constraint nodes attached to a column definition."""
+    for item in column.get("constraints") or ():
+        if "Constraint" in item:
+            yield item["Constraint"]
+
+
+def option_names(options: Iterable[Node] | None) -> set[str]:
+    """``DefElem`` names in an option list, lower case (``VACUUM (FULL)`` -> ``{"full"}``)."""
+    return {str(o["DefElem"].get("defname", "")).lower() for o in options or () if "DefElem" in o}
+
+
+def typed_columns(kind: str, stmt: Node) -> Iterator[tuple[str, Node, int | None]]:
+    """(column, TypeName, location) for every column type a statement writes down.
+
+    Covers CREATE TABLE columns, ALTER TABLE ... ADD COLUMN and ALTER COLUMN ... TYPE.
+    """
+    for column in column_defs(kind, stmt):
+        type_node = column.get("typeName")
+        if type_node:
+            yield str(column.get("colname", "")), type_node, type_node.get("location")
+    if kind == "AlterTableStmt":
+        for subtype, cmd in alter_commands(stmt):
+            if subtype == "AT_AlterColumnType":
+                type_node = (cmd.get("def") or {}).get("ColumnDef", {}).get("typeName")
+                if type_node:
+                    yield str(cmd.get("name", "")), type_node, type_node.get("location")
+
+
+def walk(node: Any) -> Iterator[tuple[str, Node]]:
+    """Every ``(type, body)`` wrapped node under ``node``, depth first."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                if key[:1].isupper():
+                    yield key, value
+                yield from walk(value)
+            elif isinstance(value, list):
+                for item in value:
+                    yield from walk(item)
+    elif isinstance(node, list):
+        for item in node:
+            yield from walk(item)
+
+
+#: Statements that take a table lock strong enough to queue behind (and then block) ordinary
+#: traffic. UPDATE/DELETE (ROW EXCLUSIVE) are left out; see :func:`takes_blocking_lock`.
+LOCKING_STATEMENTS = frozenset({
+    "AlterTableStmt", "IndexStmt", "DropStmt", "RenameStmt", "LockStmt", "ReindexStmt",
+    "ClusterStmt", "VacuumStmt", "TruncateStmt", "CreateTrigStmt", "RefreshMatViewStmt",
+    "CreatePolicyStmt", "RuleStmt", "CreateStmt",
+})
+
+
+def takes_blocking_lock(kind: str, stmt: Node) -> bool:
+    """True if waiting for this statement's lock would make ordinary queries queue behind it.
+
+    CONCURRENTLY variants, plain VACUUM and CREATE TABLE without foreign keys do not.
+    """
+    if kind not in LOCKING_STATEMENTS:
+        return False
+    if kind in ("IndexStmt", "DropStmt"):
+        return not stmt.get("concurrent")
+    if kind == "ReindexStmt":
+        return "concurrently" not in option_names(stmt.get("params"))
+    if kind == "VacuumStmt":
+        return "full" in option_names(stmt.get("options"))
+    if kind == "CreateStmt":  # locks the tables its foreign keys reference
+        return bool(foreign_key_targets(kind, stmt))
+    return True
+
+
+def foreign_key_targets(kind: str, stmt: Node) -> list[str]:
+    """Tables a CREATE TABLE or ALTER TABLE's new foreign keys reference (bare names)."""
+    found: list[Node] = []
+    if kind == "CreateStmt":
+        for element in stmt.get("tableElts") or ():
+            if "Constraint" in element:
+                found.append(element["Constraint"])
+            elif "ColumnDef" in element:
+                found.extend(constraints(element["ColumnDef"]))
+    elif kind == "AlterTableStmt":
+        for subtype, cmd in alter_commands(stmt):
+            definition = cmd.get("def") or {}
+            if subtype == "AT_AddConstraint" and "Constraint" in definition:
+                found.append(definition["Constraint"])
+            elif subtype == "AT_AddColumn" and "ColumnDef" in definition:
+                found.extend(constraints(definition["ColumnDef"]))
+    return [table_key(c["pktable"]) for c in found
+            if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable")]

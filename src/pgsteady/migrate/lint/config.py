@@ -1,0 +1,145 @@
+"""``[tool.pgsteady.lint]`` in pyproject.toml, merged with the command line's overrides.
+
+Every key is optional::
+
+    [tool.pgsteady.lint]
+    paths = ["migrations"]            # what `pgsteady lint` checks when given no files
+    pg_version = 15                   # the oldest server the migrations must run on
+    disable = ["prefer-text-over-char"]
+    enable = []                       # rules that are off by default
+    warn = ["prefer-jsonb"]           # reported, but do not fail (exit 0)
+    assume_runner_timeouts = true     # files run by `pgsteady migrate`, which sets timeouts
+    assume_in_transaction = true      # the runner wraps each file in one transaction, as
+                                      # pgsteady migrate does unless the file's header says
+                                      # -- pgsteady: no-transaction (psql, Flyway: false)
+    large_table = 1000000             # rows; with --dsn, bigger tables turn warnings to errors
+
+The defaults describe files run by ``pgsteady migrate``. An unknown key or rule id is a usage
+error (exit 2): a typo must not silently turn a rule off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pgsteady.errors import UsageError
+from pgsteady.migrate.lint.base import DEFAULT_PG_VERSION
+
+#: Rows from which, with a database to ask, a table counts as large.
+DEFAULT_LARGE_TABLE = 1_000_000
+_ROWS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+_ROW_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+
+
+@dataclass(frozen=True)
+class LintConfig:
+    """Which rules run and what they may assume about the migrations' runner and server."""
+
+    paths: tuple[str, ...] = ()
+    pg_version: int = DEFAULT_PG_VERSION
+    disable: frozenset[str] = frozenset()
+    enable: frozenset[str] = frozenset()
+    warn: frozenset[str] = frozenset()
+    assume_runner_timeouts: bool = True
+    assume_in_transaction: bool = True
+    large_table: int = DEFAULT_LARGE_TABLE
+    source: str | None = field(default=None, compare=False)
+
+    def with_overrides(self, **changes: Any) -> LintConfig:
+        """A copy with the command line's non-None values applied."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def parse_rows(text: str | int) -> int:
+    """``"1M"`` -> 1_000_000; plain numbers are rows. Raises ValueError on anything else."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"{text!r} is negative")
+        return text
+    m = _ROWS.match(str(text))
+    if not m:
+        raise ValueError(f"{text!r} is not a row count; write it like 500000, 250k or 1M")
+    return int(float(m[1]) * _ROW_UNITS[m[2].lower()])
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above ``start``."""
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(path: Path | None = None, start: Path | None = None) -> LintConfig:
+    """Read ``[tool.pgsteady.lint]`` from ``path`` (or the nearest pyproject.toml)."""
+    if path is None:
+        path = find_pyproject(start or Path.cwd())
+        if path is None:
+            return LintConfig()
+    try:
+        with path.open("rb") as f:
+            document = tomllib.load(f)
+    except OSError as exc:
+        raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML: {exc}") from None
+    section = document.get("tool", {}).get("pgsteady", {}).get("lint", {})
+    if not isinstance(section, Mapping):
+        raise UsageError(f"{path}: [tool.pgsteady.lint] must be a table")
+    return from_mapping(section, source=str(path))
+
+
+def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConfig:
+    """Build a config from a TOML table, refusing unknown keys and wrong types."""
+    known = {"paths", "pg_version", "disable", "enable", "warn", "assume_runner_timeouts",
+             "assume_in_transaction", "large_table"}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise UsageError(f"{source}: unknown key(s) in [tool.pgsteady.lint]: "
+                         f"{', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    values: dict[str, Any] = {"source": source}
+    for key in ("paths", "disable", "enable", "warn"):
+        if key in section:
+            items = section[key]
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise UsageError(f"{source}: {key} must be a list of strings")
+            values[key] = tuple(items) if key == "paths" else frozenset(items)
+    for key in ("assume_runner_timeouts", "assume_in_transaction"):
+        if key in section:
+            if not isinstance(section[key], bool):
+                raise UsageError(f"{source}: {key} must be true or false")
+            values[key] = section[key]
+    if "pg_version" in section:
+        values["pg_version"] = parse_pg_version(section["pg_version"], source)
+    if "large_table" in section:
+        try:
+            values["large_table"] = parse_rows(section["large_table"])
+        except ValueError as exc:
+            raise UsageError(f"{source}: large_table: {exc}") from None
+    return LintConfig(**values)
+
+
+def parse_pg_version(value: object, source: str = "pg_version") -> int:
+    """``15``, ``"15"`` or ``"15.4"`` -> 15; versions before 9.6 are refused."""
+    text = str(value).strip()
+    m = re.match(r"^(\d+)(?:\.\d+)?$", text)
+    if not m or isinstance(value, bool) or (int(m[1]) < 10 and text not in {"9.6"}):
+        raise UsageError(f"{source}: {value!r} is not a PostgreSQL major version (e.g. 15)")
+    return 9 if text == "9.6" else int(m[1])
+
+
+def check_rule_ids(ids: Iterable[str], known: Iterable[str], where: str) -> None:
+    """Refuse rule ids that do not exist, naming the closest real one."""
+    known_set = set(known)
+    for rule_id in ids:
+        if rule_id not in known_set:
+            close = difflib.get_close_matches(rule_id, sorted(known_set), n=1)
+            hint = f"; did you mean {close[0]}?" if close else "; see pgsteady lint --list-rules"
+            raise UsageError(f"{where}: no rule named {rule_id!r}{hint}")

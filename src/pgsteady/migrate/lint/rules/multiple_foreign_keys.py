@@ -1,0 +1,32 @@
+"""Foreign keys to several tables in one transaction lock all of them until it commits.
+
+Each new foreign key takes SHARE ROW EXCLUSIVE on the table it references (no writes there)
+and the transaction keeps every such lock until it ends. One migration adding references to
+``customers``, ``products`` and ``warehouses`` blocks writes to all three for its whole
+duration, and is that much likelier to queue behind someone's long query. strong_migrations
+reports it too. Add each foreign key in its own migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pgsteady.migrate.lint.base import Context, Hit, Node, foreign_key_targets
+
+ID = "multiple-foreign-keys"
+MESSAGE = "foreign keys to several tables in one transaction block writes to all of them"
+HELP = ("Add one foreign key per migration (each NOT VALID, validated later): "
+        "ALTER TABLE orders ADD CONSTRAINT orders_customer_fk FOREIGN KEY (customer_id) "
+        "REFERENCES customers (id) NOT VALID;")
+MIN_PG_VERSION = None
+STATEMENTS = ("CreateStmt", "AlterTableStmt.AT_AddConstraint", "AlterTableStmt.AT_AddColumn")
+
+
+def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
+    if not ctx.in_transaction:
+        return
+    new = [t for t in dict.fromkeys(foreign_key_targets(kind, stmt))
+           if t not in ctx.fk_targets_in_transaction]
+    if new and len(ctx.fk_targets_in_transaction) + len(new) >= 2:
+        locked = sorted(ctx.fk_targets_in_transaction | set(new))
+        yield Hit(", ".join(locked))

@@ -1,0 +1,45 @@
+"""An ``int``/``serial`` primary key runs out at 2 147 483 647 rows (ids, really).
+
+Ids are never reused, so a busy table exhausts a 32-bit key sooner than its row count
+suggests, and widening it later rewrites the table and every referencing table under
+ACCESS EXCLUSIVE. Start with ``bigint`` (preferably ``GENERATED ALWAYS AS IDENTITY``): the
+extra 4 bytes per row are cheap insurance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pgsteady.migrate.lint.base import (
+    Context,
+    Hit,
+    Node,
+    column_defs,
+    constraints,
+    strings,
+    type_name,
+)
+
+ID = "prefer-bigint-primary-key"
+MESSAGE = "32-bit primary key: it can run out of ids"
+HELP = "Use a 64-bit identity: id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+MIN_PG_VERSION = None
+STATEMENTS = ("CreateStmt", "AlterTableStmt.AT_AddColumn")
+SMALL = frozenset({"int2", "int4", "int", "integer", "smallint", "serial", "serial2",
+                   "serial4", "smallserial"})
+
+
+def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
+    columns = {str(c.get("colname", "")).lower(): c for c in column_defs(kind, stmt)}
+    keyed: list[str] = []
+    for name, column in columns.items():
+        if any(c.get("contype") == "CONSTR_PRIMARY" for c in constraints(column)):
+            keyed.append(name)
+    for element in stmt.get("tableElts") or ():
+        constraint = element.get("Constraint", {})
+        if constraint.get("contype") == "CONSTR_PRIMARY":
+            keyed += [k.lower() for k in strings(constraint.get("keys"))]
+    for name in dict.fromkeys(keyed):
+        key = columns.get(name)
+        if key is not None and type_name(key.get("typeName")) in SMALL:
+            yield Hit(f"{name} {type_name(key.get('typeName'))}", key.get("location"))

@@ -1,0 +1,124 @@
+"""With a database to ask (``--dsn``), say how big the tables behind findings are.
+
+Rules whose cost grows with the table (index builds, rewrites, validations, backfills) name
+that table in their findings. Here each one gets the planner's row estimate
+(``pg_class.reltuples``, as of the last ANALYZE) and ``pg_total_relation_size``; at or above
+``large_table`` rows the finding is an error, below it a warning. A table the database does
+not know (or never analyzed) keeps the finding as it was: no guess makes it milder. The lock
+level a statement takes comes from :mod:`pgsteady.migrate.analysis`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import psycopg
+
+from pgsteady.migrate import analysis
+from pgsteady.migrate.lint.engine import FileReport, Finding, LintReport
+
+log = logging.getLogger("pgsteady.lint")
+
+# An index resolves to its table; relkind 'i'/'I' rows carry the table's estimate.
+TABLE_SIZE = """
+select t.oid::regclass::text, t.reltuples::float8, pg_total_relation_size(t.oid)
+from pg_class c
+left join pg_index i on i.indexrelid = c.oid
+join pg_class t on t.oid = coalesce(i.indrelid, c.oid)
+where c.oid = to_regclass(
+    case when %(schema)s::text is null then quote_ident(%(name)s::text)
+         else quote_ident(%(schema)s::text) || '.' || quote_ident(%(name)s::text) end)
+"""
+
+
+@dataclass(frozen=True)
+class TableSize:
+    """What the catalog says about one table; ``rows`` is None if it was never analyzed."""
+
+    name: str
+    rows: int | None
+    size_bytes: int
+
+
+def table_size(conn: psycopg.Connection[tuple[object, ...]], schema: str | None,
+               name: str) -> TableSize | None:
+    """The table (or an index's table) named as written; None if the database lacks it."""
+    row = conn.execute(TABLE_SIZE, {"schema": schema, "name": name}).fetchone()
+    if row is None:
+        return None
+    rows = float(str(row[1]))
+    return TableSize(str(row[0]), None if rows < 0 else round(rows), int(str(row[2])))
+
+
+def human_bytes(size: int) -> str:
+    """``1536`` -> ``"1.5 kB"``, as pg_size_pretty would round it."""
+    value = float(size)
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if value < 1024 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} bytes"  # pragma: no cover
+
+
+def annotate(report: LintReport, dsn: str, large_table: int) -> LintReport:
+    """Add sizes and lock levels to size-aware findings; grade them against ``large_table``."""
+    if not any(f.table for f in report.findings):
+        return report
+    with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+        conn.execute("set statement_timeout = '10s'")
+        conn.execute("set default_transaction_read_only = on")  # catalog reads only
+        cache: dict[str, TableSize | None] = {}
+        files = [_annotate_file(conn, cache, file, large_table) for file in report.files]
+    return LintReport(files)
+
+
+def _annotate_file(conn: psycopg.Connection[tuple[object, ...]],
+                   cache: dict[str, TableSize | None], file: FileReport,
+                   large_table: int) -> FileReport:
+    if not any(f.table for f in file.findings):
+        return file
+    locks = _statement_locks(file.path)
+    out = []
+    for finding in file.findings:
+        if finding.table is None:
+            out.append(finding)
+            continue
+        if finding.table not in cache:
+            schema, _, name = finding.table.rpartition(".")
+            cache[finding.table] = table_size(conn, schema or None, name)
+        out.append(_graded(finding, cache[finding.table], large_table,
+                           locks.get((finding.statement_line, finding.statement_col))))
+    return replace(file, findings=out)
+
+
+def _graded(finding: Finding, size: TableSize | None, large_table: int,
+            lock: str | None) -> Finding:
+    held = f"takes {lock} on " if lock else "on "
+    if size is None:
+        return replace(finding, lock=lock,
+                       message=f"{finding.message}; {held}{finding.table}: not in the database")
+    if size.rows is None:
+        return replace(finding, lock=lock, size_bytes=size.size_bytes,
+                       message=f"{finding.message}; {held}{size.name}: never analyzed, "
+                               f"{human_bytes(size.size_bytes)}")
+    large = size.rows >= large_table
+    verdict = "large table" if large else f"below --large-table {large_table:,}"
+    return replace(
+        finding, lock=lock, rows=size.rows, size_bytes=size.size_bytes,
+        severity="error" if large else "warning",
+        message=(f"{finding.message}; {held}{size.name}: ~{size.rows:,} rows, "
+                 f"{human_bytes(size.size_bytes)} ({verdict})"))
+
+
+def _statement_locks(path: str) -> dict[tuple[int, int], str]:
+    """(line, col) of each statement -> the strongest lock it takes, per the shared analysis."""
+    try:
+        infos = analysis.analyze(Path(path).read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
+        # Lock levels are a courtesy in the message; never let them cost the report.
+        log.debug("no lock levels for %s: %s", path, exc)
+        return {}
+    return {(info.line, info.col): str(info.strongest_lock)
+            for info in infos if info.strongest_lock is not None}

@@ -1,0 +1,1 @@
+UPDATE users SET plan = 'free' WHERE id BETWEEN 1 AND 5000;

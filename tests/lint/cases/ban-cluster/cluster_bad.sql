@@ -1,0 +1,1 @@
+CLUSTER orders USING orders_created_at_idx;

@@ -1,0 +1,2 @@
+CREATE TABLE tmp_import (id bigint, payload jsonb);
+DROP TABLE tmp_import;

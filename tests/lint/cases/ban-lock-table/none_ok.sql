@@ -1,0 +1,2 @@
+SET lock_timeout = '5s';
+ALTER TABLE users ADD COLUMN nickname text;

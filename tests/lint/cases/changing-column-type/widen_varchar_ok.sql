@@ -1,0 +1,2 @@
+ALTER TABLE users ALTER COLUMN name TYPE varchar(500);
+ALTER TABLE users ALTER COLUMN bio TYPE varchar;

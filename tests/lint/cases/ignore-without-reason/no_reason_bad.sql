@@ -1,0 +1,2 @@
+-- pgsteady: ignore ban-drop-column
+ALTER TABLE users DROP COLUMN legacy_flag;

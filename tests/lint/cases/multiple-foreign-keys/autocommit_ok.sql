@@ -1,0 +1,3 @@
+-- pgsteady-test: assume_in_transaction=false
+ALTER TABLE orders ADD CONSTRAINT orders_customer_fk FOREIGN KEY (customer_id) REFERENCES customers (id) NOT VALID;
+ALTER TABLE orders ADD CONSTRAINT orders_product_fk FOREIGN KEY (product_id) REFERENCES products (id) NOT VALID;

@@ -1,0 +1,1 @@
+CREATE TABLE tags (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, name text);

@@ -1,0 +1,1 @@
+CREATE TABLE tags (id int PRIMARY KEY, name text);

@@ -1,0 +1,1 @@
+CREATE TABLE labels (id serial, name text, PRIMARY KEY (id));

@@ -1,0 +1,1 @@
+CREATE TABLE tags (id bigserial PRIMARY KEY, name text);

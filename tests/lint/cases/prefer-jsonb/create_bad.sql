@@ -1,0 +1,1 @@
+CREATE TABLE events (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, payload json);

@@ -1,0 +1,1 @@
+CREATE TABLE visits (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamp without time zone NOT NULL);

@@ -1,0 +1,1 @@
+CREATE UNIQUE INDEX users_email_key ON public.users (email);

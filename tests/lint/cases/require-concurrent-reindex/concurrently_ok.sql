@@ -1,0 +1,2 @@
+-- pgsteady: no-transaction
+REINDEX TABLE CONCURRENTLY orders;

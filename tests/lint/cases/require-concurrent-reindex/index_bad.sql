@@ -1,0 +1,1 @@
+REINDEX INDEX orders_status_idx;

@@ -1,0 +1,2 @@
+-- pgsteady-test: assume_runner_timeouts=false
+ALTER TABLE users ADD COLUMN nickname text;

@@ -1,0 +1,3 @@
+-- pgsteady-test: assume_runner_timeouts=false
+ALTER TABLE users ADD COLUMN nickname text;
+SET lock_timeout = '5s';

@@ -1,0 +1,2 @@
+ALTER TABLE users ADD COLUMN nickname text;
+COMMIT;

@@ -1,0 +1,6 @@
+BEGIN;
+ALTER TABLE users ADD COLUMN nickname text;
+BEGIN;
+ALTER TABLE users ADD COLUMN bio text;
+COMMIT;
+COMMIT;

@@ -1,0 +1,4 @@
+-- pgsteady-test: assume_in_transaction=true
+BEGIN;
+ALTER TABLE users ADD COLUMN nickname text;
+COMMIT;

@@ -1,0 +1,2 @@
+BEGIN;
+ALTER TABLE users ADD COLUMN nickname text;

@@ -1,0 +1,2 @@
+-- pgsteady: ignore-file ban-drop-column -- nothing is dropped here
+ALTER TABLE users ADD COLUMN nickname text;

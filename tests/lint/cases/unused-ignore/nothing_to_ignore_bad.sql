@@ -1,0 +1,2 @@
+-- pgsteady: ignore require-concurrent-index-creation -- built concurrently anyway
+CREATE INDEX CONCURRENTLY orders_status_idx ON orders (status);
