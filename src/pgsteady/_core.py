@@ -110,7 +110,9 @@ class Core:
     pool_size: int
     max_waiting: int
     waiting: deque[Job] = field(default_factory=deque)
+    opened: bool = False
     closed: bool = False
+    held: int = 0  # connections workers hold between jobs
     connecting: int = 0
     running: int = 0
     accepted: int = 0
@@ -126,6 +128,9 @@ class Core:
         """Queue ``job`` or refuse it at once: the backlog never grows past ``max_waiting``."""
         if self.closed:
             raise DatabaseClosed("the Database is closed; create a new one")
+        if not self.opened:
+            raise DatabaseClosed("the Database is not open yet; call open() first "
+                                 "(or use it as a context manager)")
         if len(self.waiting) >= self.max_waiting:
             self.overloaded += 1
             raise Overloaded(len(self.waiting), self.max_waiting)
@@ -211,15 +216,16 @@ class Core:
     def outcome(self, job: Job, now: float) -> Any:
         """What the caller gets for a job that ended while it waited."""
         if job.state == State.DROPPED:  # a worker found it past its deadline
-            self.exceeded["queued"] += 1
+            if not job.abandoned:  # give_up() has not counted it already
+                self.exceeded["queued"] += 1
             raise DeadlineExceeded("queued", job.budget or 0.0, now - job.submitted)
         if job.error is not None:
             raise job.error
         return job.result
 
-    def snapshot(self, connections_in_use: int) -> DatabaseStats:
+    def snapshot(self) -> DatabaseStats:
         return DatabaseStats(
-            pool_size=self.pool_size, connections_in_use=connections_in_use,
+            pool_size=self.pool_size, connections_in_use=self.running,
             queued=len(self.waiting), running=self.running, accepted=self.accepted,
             answered=self.answered, deadline_exceeded_queued=self.exceeded["queued"],
             deadline_exceeded_connecting=self.exceeded["connecting"],
@@ -230,15 +236,15 @@ class Core:
         )
 
 
-# Server errors a caller should see as they are (a unique violation is the caller's business);
-# these SQLSTATE classes mean the connection itself failed instead.
+# SQLSTATE classes that mean the connection itself failed (not the caller's statement).
 _CONNECTION_FAILURE_CLASSES = ("08", "57P")
 
 
 def wrap_error(exc: BaseException) -> BaseException:
-    """The error a caller sees: the server's own SQL errors unchanged, connection and driver
-    failures as :class:`QueryFailed` with the driver's exception as ``__cause__``."""
-    if not isinstance(exc, psycopg.Error):
+    """The error a caller sees: the statement's own errors unchanged (a unique violation, a
+    wrong placeholder count, a statement_timeout are the caller's business); a failed
+    connection as :class:`QueryFailed` with the driver's exception as ``__cause__``."""
+    if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate and not sqlstate.startswith(_CONNECTION_FAILURE_CLASSES):
@@ -261,8 +267,9 @@ def check_sizes(pool_size: int, max_waiting: int | None) -> int:
         raise UsageError(f"pool_size must be at least 1, got {pool_size}")
     if max_waiting is None:
         return 4 * pool_size
-    if max_waiting < 0:
-        raise UsageError(f"max_waiting must be 0 or more, got {max_waiting}")
+    if max_waiting < 1:
+        raise UsageError(f"max_waiting must be at least 1 (every job waits in the backlog, "
+                         f"if only for a moment), got {max_waiting}")
     return max_waiting
 
 

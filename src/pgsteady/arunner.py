@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.abc import Params, Query
-from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
@@ -26,6 +26,8 @@ from pgsteady.runner import DEFAULT
 from pgsteady.settings import Duration, SessionSettings, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
+
+_IDLE_POLL = 1.0  # workers re-check for shutdown at least this often
 
 T = TypeVar("T")
 AsyncWork = Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]]
@@ -75,28 +77,37 @@ class AsyncDatabase:
             configure=self._configure if pooler == "session" else None,
             **(pool_kwargs or {}))
         self._workers: list[asyncio.Task[None]] = []
-        self._idle: list[asyncio.Future[None]] = []
+        # Idle workers; those holding a connection are woken first, so a job never waits
+        # for a connection while another worker holds one idle.
+        self._idle_holding: list[asyncio.Future[bool]] = []
+        self._idle_empty: list[asyncio.Future[bool]] = []
         self.conninfo = redact(conninfo)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
         await self._pool.open(wait=False)
+        self._core.opened = True
         self._workers = [asyncio.create_task(self._worker(), name=f"pgsteady-worker-{i}")
                          for i in range(self._core.pool_size)]
 
     async def wait(self, timeout: Duration = 30.0) -> None:
+        """See ``Database.wait``: the Database stays usable if this times out."""
         seconds = to_seconds(timeout, "timeout") or 30.0
-        try:
-            await self._pool.wait(timeout=seconds)
-        except PoolTimeout as exc:
-            raise CannotConnect(f"the pool could not open {self._core.pool_size} connections "
-                                f"to {self.conninfo} within {seconds:.0f} s") from exc
+        deadline = time.monotonic() + seconds
+        while (self._core.held + self._pool.get_stats().get("pool_available", 0)
+               < self._core.pool_size):
+            if time.monotonic() >= deadline:
+                raise CannotConnect(
+                    f"the pool could not open {self._core.pool_size} connections to "
+                    f"{self.conninfo} within {seconds:g} s; it keeps trying in the background")
+            await asyncio.sleep(0.01)
 
     async def close(self, timeout: float = 10.0) -> None:
         for job in self._core.close():
             _settle(job)
-        self._wake_all()
+        for idle in self._idle_holding + self._idle_empty:
+            _wake(idle, False)
         if self._workers:
             await asyncio.wait(self._workers, timeout=timeout)
         await self._pool.close(timeout)
@@ -142,8 +153,7 @@ class AsyncDatabase:
         return result
 
     def stats(self) -> DatabaseStats:
-        pool = self._pool.get_stats()
-        return self._core.snapshot(pool.get("pool_size", 0) - pool.get("pool_available", 0))
+        return self._core.snapshot()
 
     # -- moving jobs -------------------------------------------------------------------------
 
@@ -190,17 +200,12 @@ class AsyncDatabase:
             job.waker.set_exception(error)
 
     def _wake_one(self) -> None:
-        while self._idle:
-            idle = self._idle.pop()
-            if not idle.done():
-                idle.set_result(None)
-                return
-
-    def _wake_all(self) -> None:
-        while self._idle:
-            idle = self._idle.pop()
-            if not idle.done():
-                idle.set_result(None)
+        for idle in (self._idle_holding, self._idle_empty):
+            while idle:
+                waiter = idle.pop()
+                if not waiter.done():
+                    waiter.set_result(True)
+                    return
 
     async def _worker(self) -> None:
         """Take jobs; run each on a connection held between jobs while work keeps coming
@@ -213,8 +218,9 @@ class AsyncDatabase:
                 if job is None:
                     if self._core.closed:
                         return
-                    if not await self._idle_wait(_core.HOLD_IDLE if conn else None) and conn:
-                        await self._pool.putconn(conn)  # quiet: let the pool look after it
+                    woken = await self._idle_wait(conn is not None)
+                    if not woken and conn is not None and not self._core.waiting:
+                        await self._give_back(conn)  # quiet: pool's turn
                         conn, turns = None, 0
                     continue
                 if conn is None:
@@ -224,48 +230,62 @@ class AsyncDatabase:
                 await self._run(job, conn)
                 turns += 1
                 if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
-                    await self._pool.putconn(conn)
+                    await self._give_back(conn)
                     conn, turns = None, 0
         finally:
             if conn is not None:
-                await self._pool.putconn(conn)
+                await self._give_back(conn)
 
-    async def _idle_wait(self, timeout: float | None) -> bool:
-        """Wait for a job to be queued (True) or for ``timeout`` to pass (False)."""
+    async def _idle_wait(self, holding: bool) -> bool:
+        """Wait to be woken for a job (True) or until the idle time passes (False)."""
         loop = asyncio.get_running_loop()
-        idle: asyncio.Future[None] = loop.create_future()
-        self._idle.append(idle)
-        timer = None if timeout is None else loop.call_later(timeout, _wake, idle)
-        await idle
-        if timer is not None:
+        idle: asyncio.Future[bool] = loop.create_future()
+        waiters = self._idle_holding if holding else self._idle_empty
+        waiters.append(idle)
+        timer = loop.call_later(_core.HOLD_IDLE if holding else _IDLE_POLL, _wake, idle, False)
+        try:
+            return await idle
+        finally:
             timer.cancel()
-        return bool(self._core.waiting) or self._core.closed
+            if idle in waiters:
+                waiters.remove(idle)
+
+    async def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._core.held -= 1
+        await self._pool.putconn(conn)
 
     async def _connection_for(self, job: Job) -> psycopg.AsyncConnection[Any] | None:
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
-            return await self._pool.getconn(timeout=wait)
-        except (PoolTimeout, PoolClosed) as exc:
+            conn = await self._pool.getconn(timeout=wait)
+        except Exception as exc:  # PoolTimeout, PoolClosed, or anything else: never hang
             self._core.no_connection(job, _core.no_connection_error(exc, wait))
             _settle(job)
             return None
+        self._core.held += 1
+        return conn
 
     async def _run(self, job: Job, conn: psycopg.AsyncConnection[Any]) -> None:
         """Run ``job`` to its end on ``conn`` — the deadline does not interrupt it."""
-        if self._core.begin(job, time.monotonic()):
-            result, error = None, None
-            try:
-                result = await job.work(conn)
-            except Exception as exc:
-                error = _core.wrap_error(exc)
+        if not self._core.begin(job, time.monotonic()):
+            _settle(job)
+            return
+        result, error = None, None
+        try:
+            result = await job.work(conn)
+        except BaseException as exc:  # recorded for the caller; a worker must not die silently
+            error = _core.wrap_error(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
             self._core.finish(job, result, error)
-        _settle(job)
+            _settle(job)
 
 
-def _wake(idle: asyncio.Future[None]) -> None:
+def _wake(idle: asyncio.Future[bool], woken: bool) -> None:
     if not idle.done():
-        idle.set_result(None)
+        idle.set_result(woken)
 
 
 def _settle(job: Job) -> None:

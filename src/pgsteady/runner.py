@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.abc import Params, Query
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import ConnectionPool
 
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
@@ -83,7 +83,10 @@ class Database:
         self._connect_timeout = to_seconds(connect_timeout, "connect_timeout") or 10.0
         self._core = Core(pool_size, max_waiting)
         self._lock = threading.Lock()
-        self._work_ready = threading.Condition(self._lock)
+        # Idle workers, each waiting on its own Event; those holding a connection are woken
+        # first, so a job never waits for a connection while another worker holds one idle.
+        self._idle_holding: list[threading.Event] = []
+        self._idle_empty: list[threading.Event] = []
         self._prefix = (_core.transaction_prefix(self.settings)
                         if pooler == "transaction" else "")
         self._set_query = self.settings.set_query()
@@ -104,6 +107,7 @@ class Database:
     def open(self) -> None:
         """Start connecting (in the background) and start the workers."""
         self._pool.open(wait=False)
+        self._core.opened = True
         self._workers = [
             threading.Thread(target=self._worker, name=f"pgsteady-{self.settings.service}-{i}",
                              daemon=True)
@@ -113,23 +117,34 @@ class Database:
             worker.start()
 
     def wait(self, timeout: Duration = 30.0) -> None:
-        """Block until every connection of the pool is open, or raise :class:`CannotConnect`."""
+        """Block until the pool has opened all its connections, or raise
+        :class:`CannotConnect`; the Database stays usable and keeps trying either way.
+        (psycopg_pool's own ``wait`` closes the pool when it times out.)"""
         seconds = to_seconds(timeout, "timeout") or 30.0
-        try:
-            self._pool.wait(timeout=seconds)
-        except PoolTimeout as exc:
-            raise CannotConnect(f"the pool could not open {self._core.pool_size} connections "
-                                f"to {self.conninfo} within {seconds:.0f} s") from exc
+        deadline = time.monotonic() + seconds
+        while self._open_connections() < self._core.pool_size:
+            if time.monotonic() >= deadline:
+                raise CannotConnect(
+                    f"the pool could not open {self._core.pool_size} connections to "
+                    f"{self.conninfo} within {seconds:g} s; it keeps trying in the background")
+            time.sleep(0.01)
+
+    def _open_connections(self) -> int:
+        with self._lock:
+            held = self._core.held
+        return held + self._pool.get_stats().get("pool_available", 0)
 
     def close(self, timeout: float = 10.0) -> None:
         """Refuse new jobs, fail the queued ones, let running queries finish, close the pool."""
-        with self._work_ready:
+        with self._lock:
             for job in self._core.close():
                 job.waker.release()
-            self._work_ready.notify_all()
+            for event in self._idle_holding + self._idle_empty:
+                event.set()
+        deadline = time.monotonic() + timeout
         for worker in self._workers:
-            worker.join(timeout)
-        self._pool.close(timeout)
+            worker.join(max(0.0, deadline - time.monotonic()))
+        self._pool.close(max(0.1, deadline - time.monotonic()))
 
     def __enter__(self) -> Database:
         return self
@@ -178,10 +193,8 @@ class Database:
         return result
 
     def stats(self) -> DatabaseStats:
-        pool = self._pool.get_stats()
-        in_use = pool.get("pool_size", 0) - pool.get("pool_available", 0)
         with self._lock:
-            return self._core.snapshot(in_use)
+            return self._core.snapshot()
 
     # -- moving jobs -------------------------------------------------------------------------
 
@@ -207,9 +220,12 @@ class Database:
         job = Job(work, budget, now, None if budget is None else now + budget)
         job.waker = threading.Lock()
         job.waker.acquire()
-        with self._work_ready:
+        with self._lock:
             self._core.admit(job)
-            self._work_ready.notify()
+            for idle in (self._idle_holding, self._idle_empty):
+                if idle:
+                    idle.pop().set()
+                    break
         if job.waker.acquire(timeout=-1 if budget is None else budget):
             with self._lock:
                 return self._core.outcome(job, time.monotonic())
@@ -224,18 +240,25 @@ class Database:
         (a pool round trip per job would cost more than the runner itself)."""
         conn: psycopg.Connection[Any] | None = None
         turns = 0
+        wake = threading.Event()
         try:
             while True:
-                with self._work_ready:
-                    if not self._core.waiting and not self._core.closed:
-                        self._work_ready.wait(_core.HOLD_IDLE if conn else _IDLE_POLL)
+                with self._lock:
                     job = self._core.take()
-                    closed = self._core.closed
+                    if job is None:
+                        if self._core.closed:
+                            return
+                        wake.clear()
+                        (self._idle_holding if conn else self._idle_empty).append(wake)
                 if job is None:
-                    if closed:
-                        return
-                    if conn is not None:  # quiet: let the pool look after the connection
-                        self._pool.putconn(conn)
+                    woken = wake.wait(_core.HOLD_IDLE if conn else _IDLE_POLL)
+                    with self._lock:
+                        for idle in (self._idle_holding, self._idle_empty):
+                            if wake in idle:
+                                idle.remove(wake)
+                        quiet = not woken and not self._core.waiting
+                    if quiet and conn is not None:  # let the pool look after it
+                        self._give_back(conn)
                         conn, turns = None, 0
                     continue
                 if conn is None:
@@ -245,33 +268,46 @@ class Database:
                 self._run(job, conn)
                 turns += 1
                 if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
-                    self._pool.putconn(conn)
+                    self._give_back(conn)
                     conn, turns = None, 0
         finally:
             if conn is not None:
-                self._pool.putconn(conn)
+                self._give_back(conn)
+
+    def _give_back(self, conn: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            self._core.held -= 1
+        self._pool.putconn(conn)
 
     def _connection_for(self, job: Job) -> psycopg.Connection[Any] | None:
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
-            return self._pool.getconn(timeout=wait)
-        except (PoolTimeout, PoolClosed) as exc:
+            conn = self._pool.getconn(timeout=wait)
+        except Exception as exc:  # PoolTimeout, PoolClosed, or anything else: never hang
             with self._lock:
                 self._core.no_connection(job, _core.no_connection_error(exc, wait))
             job.waker.release()
             return None
+        with self._lock:
+            self._core.held += 1
+        return conn
 
     def _run(self, job: Job, conn: psycopg.Connection[Any]) -> None:
         """Run ``job`` to its end on ``conn`` — the deadline does not interrupt it."""
         with self._lock:
             started = self._core.begin(job, time.monotonic())
-        if started:
-            result, error = None, None
-            try:
-                result = job.work(conn)
-            except Exception as exc:
-                error = _core.wrap_error(exc)
+        if not started:
+            job.waker.release()
+            return
+        result, error = None, None
+        try:
+            result = job.work(conn)
+        except BaseException as exc:  # recorded for the caller; a worker must not die silently
+            error = _core.wrap_error(exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
             with self._lock:
                 self._core.finish(job, result, error)
-        job.waker.release()
+            job.waker.release()

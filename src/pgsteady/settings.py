@@ -19,7 +19,6 @@ from pgsteady.errors import UsageError
 Duration: TypeAlias = float | int | timedelta | None
 """Seconds as a number, or a ``timedelta``; ``None`` means no limit."""
 
-_URL_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:/@]*:)([^@]*)(@)")
 _TEXT_PASSWORDS = (
     re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE),
     re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)"),
@@ -37,17 +36,18 @@ def to_seconds(value: Duration, name: str = "duration") -> float | None:
 
 
 def redact(dsn: str) -> str:
-    """Return ``dsn`` with any password replaced by ``***``; never raises."""
-    if _URL_PASSWORD.match(dsn):
-        return _URL_PASSWORD.sub(r"\1***\3", dsn)
+    """Return ``dsn`` with every password (``password``, ``sslpassword``, in a URL's
+    user info or its query string) replaced by ``***``; never raises."""
     try:
         params = conninfo_to_dict(dsn)
     except Exception:  # an unparseable DSN may still hold a password: hide all of it
         return "<unparseable DSN>"
-    if "password" in params:
-        params["password"] = "***"  # noqa: S105 - the mask, not a password
-        return make_conninfo("", **params)
-    return dsn
+    secrets = [key for key in params if key.endswith("password")]
+    if not secrets:
+        return dsn
+    for key in secrets:
+        params[key] = "***"
+    return make_conninfo("", **params)
 
 
 def scrub(text: str) -> str:
@@ -57,8 +57,9 @@ def scrub(text: str) -> str:
 
 
 def pg_interval(seconds: float | None) -> str:
-    """A duration as a PostgreSQL setting value in whole milliseconds; 0 means no limit."""
-    if seconds is None:
+    """A duration as a PostgreSQL setting value in whole milliseconds; ``None`` and 0 mean no
+    limit (PostgreSQL's 0); anything else is at least 1 ms, never rounded down to "none"."""
+    if not seconds:
         return "0"
     return f"{max(1, round(seconds * 1000))}ms"
 

@@ -8,7 +8,7 @@ LINES = """\
 2026-11-30 20:23:08.307 UTC [2788] LOG S-0x1: postgres/postgres@127.0.0.1:44315 new connection to server (from 127.0.0.1:60638)
 2026-11-30 20:23:08.515 UTC [2788] LOG C-0x2: (nodb)/(nouser)@127.0.0.1:53838 closing because: cancel request for idle client (age=0s)
 2026-11-30 20:23:09.100 UTC [2788] LOG S-0x3: postgres/postgres@127.0.0.1:44315 new connection to server (from 127.0.0.1:60640)
-2026-11-30 20:23:09.101 UTC [2788] LOG S-0x3: postgres/postgres@127.0.0.1:44315 closing because: sent cancel request (age=0s)
+2026-11-30 20:23:09.101 UTC [2788] LOG S-0x3: postgres/postgres@127.0.0.1:44315 closing because: successfully sent cancel request (age=0s)
 2026-11-30 20:23:09.815 UTC [2788] LOG S-0x1: postgres/postgres@127.0.0.1:44315 closing because: client disconnect while server was not ready (age=1s)
 garbage line
 """.splitlines()

@@ -125,8 +125,8 @@ def test_cluster_stops_everything_and_removes_its_directory():
         procs = [cluster.postgres._proc, cluster.pgbouncer._proc]
         assert workdir.exists()
     assert not workdir.exists()
-    assert all(p is None or p.poll() is not None for p in procs)
-    assert cluster.postgres._proc is None and cluster.pgbouncer._proc is None
+    assert all(p is not None and p.poll() is not None for p in procs)
+    assert cluster.postgres is None and cluster.pgbouncer is None
 
 
 def test_cluster_stops_on_error_inside_the_block():

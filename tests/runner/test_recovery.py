@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from pgsteady.errors import DeadlineExceeded, QueryFailed
+from pgsteady.errors import CannotConnect, DeadlineExceeded, QueryFailed
 from pgsteady.lab.cluster import Cluster
 
 SLACK = 0.3
@@ -70,3 +70,34 @@ def test_recovers_after_pgbouncer_restart(make_db, pgsteady_stack):
     assert time.monotonic() - start < 0.2 + SLACK
     cluster.pgbouncer.start()
     _works_again(db, within=15)
+
+
+def test_a_failed_wait_leaves_the_database_usable(make_db, pgsteady_proxy):
+    """wait() timing out while the network is black-holed raises CannotConnect, and the
+    Database connects by itself once the network is back."""
+    pgsteady_proxy.blackhole(True)
+    dsn = f"host=127.0.0.1 port={pgsteady_proxy.port} dbname=postgres user=postgres"
+    db = make_db(dsn, pool_size=1, connect_timeout=2)
+    with pytest.raises(CannotConnect, match="keeps trying"):
+        db.wait(0.5)
+    pgsteady_proxy.blackhole(False)
+    _works_again(db, within=20)
+
+
+def test_idle_workers_do_not_pile_up_waiters(monkeypatch, pgsteady_database):
+    """Quiet periods leave no stale idle futures behind in the async runner."""
+    import asyncio
+
+    from pgsteady import _core
+    from pgsteady.arunner import AsyncDatabase
+
+    monkeypatch.setattr(_core, "HOLD_IDLE", 0.02)
+
+    async def scenario() -> int:
+        async with AsyncDatabase(pgsteady_database.dsn, pool_size=2) as db:
+            for _ in range(10):
+                await db.fetchone("select 1", deadline=5)
+                await asyncio.sleep(0.05)  # longer than HOLD_IDLE: workers go quiet
+            return len(db._idle_holding) + len(db._idle_empty)
+
+    assert asyncio.run(scenario()) <= 2

@@ -9,7 +9,7 @@ import time
 import psycopg
 import pytest
 
-from pgsteady.errors import PgsteadyError, QueryFailed, UsageError
+from pgsteady.errors import DatabaseClosed, PgsteadyError, QueryFailed, UsageError
 from pgsteady.runner import Database
 
 SHOW = ("select current_setting('statement_timeout'), current_setting('lock_timeout'), "
@@ -87,3 +87,32 @@ def test_bad_arguments_are_usage_errors():
         Database("dbname=x", pooler="pgbouncer", open=False)
     with pytest.raises(UsageError, match="statement_timeout"):
         Database("dbname=x", statement_timeout=-1, open=False)
+
+
+def test_caller_mistakes_are_not_connection_failures(make_db, pgsteady_database):
+    """A wrong placeholder count is the caller's ProgrammingError, not a QueryFailed."""
+    db = make_db(pgsteady_database.dsn, pool_size=1)
+    with pytest.raises(psycopg.ProgrammingError) as info:
+        db.fetchone("select %s, %s", (1,), deadline=5)
+    assert not isinstance(info.value, QueryFailed)
+    assert db.fetchone("select 4", deadline=5) == (4,)
+
+
+def test_zero_timeouts_mean_no_limit(make_db, pgsteady_database):
+    """0 is PostgreSQL's "no limit", not 1 ms; None means the same."""
+    db = make_db(pgsteady_database.dsn, pool_size=1, statement_timeout=0, lock_timeout=None)
+    assert db.fetchone(SHOW, deadline=10)[:2] == ("0", "0")
+    assert db.fetchone("select pg_sleep(0.05), 1", deadline=10)[1] == 1
+
+
+def test_max_waiting_must_leave_room_for_a_job():
+    """max_waiting=0 would refuse every call; it is a usage error instead."""
+    with pytest.raises(UsageError, match="max_waiting must be at least 1"):
+        Database("dbname=x", max_waiting=0, open=False)
+
+
+def test_calls_before_open_fail_at_once():
+    """A Database that was never opened refuses calls instead of hanging."""
+    db = Database("dbname=x", open=False)
+    with pytest.raises(DatabaseClosed, match="not open yet"):
+        db.fetchone("select 1", deadline=None)

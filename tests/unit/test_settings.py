@@ -60,3 +60,23 @@ def test_redact_never_leaks_any_password(password):
 def test_redact_leaves_passwordless_dsns_alone():
     """Nothing to hide: the DSN is returned unchanged."""
     assert redact("host=127.0.0.1 port=5432 dbname=app") == "host=127.0.0.1 port=5432 dbname=app"
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://app:first@db/app?password=second",
+        "host=db user=app sslpassword=second password=first",
+    ],
+)
+def test_redact_hides_every_kind_of_password(dsn):
+    """URL user info, query-string passwords and sslpassword are all masked."""
+    shown = redact(dsn)
+    assert "first" not in shown and "second" not in shown
+    assert "db" in shown
+
+
+def test_zero_is_no_limit():
+    """pg_interval(0) is PostgreSQL's 0 (no limit), not 1 ms."""
+    assert pg_interval(0) == "0"
+    assert pg_interval(timedelta(0).total_seconds()) == "0"

@@ -15,7 +15,7 @@ import psycopg
 
 from pgsteady._version import __version__
 from pgsteady.cli import lab, lint, migrate, preflight
-from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, PgsteadyError
+from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady.settings import scrub
 
 VERBS = (lab, lint, migrate, preflight)
@@ -61,6 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pgsteady: cannot connect: {scrub(first)}", file=sys.stderr)
         return EXIT_CANNOT_CONNECT
     except psycopg.Error as exc:
-        print(f"pgsteady: database error: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        if isinstance(exc, psycopg.ProgrammingError) and exc.sqlstate is None:
+            # Raised by the client itself, e.g. for a DSN libpq cannot parse; its message may
+            # quote the DSN, password included, so it is not repeated.
+            print("pgsteady: error: invalid connection string; check --dsn or PGSTEADY_DSN",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"pgsteady: database error: {scrub(first)}", file=sys.stderr)
         return EXIT_FAILURE
     return code

@@ -49,7 +49,7 @@ def register(verbs: Any) -> None:
                     "connection cost and a burst. Runs pgbench for the ceiling, then each "
                     "strategy, and prints per-second tables and a summary.")
     drain.add_argument("--strategy", default="naive,steady",
-                       help="comma-separated: naive, cancel, psycopg, steady "
+                       help="comma-separated: naive, cancel, psycopg, steady, steady-async "
                             "(default: naive,steady)")
     drain.add_argument("--pool-size", type=_args.non_negative_int, default=4)
     drain.add_argument("--min-pool-size", type=_args.non_negative_int,

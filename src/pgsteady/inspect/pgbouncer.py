@@ -9,6 +9,7 @@ cancel is logged as a new connection too; it is told apart by its close reason.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -115,6 +116,6 @@ class LogReader:
         result = LogCounts()
         for event in self.read():
             result.total[event.kind] += 1
-            if start_epoch is not None:
-                result.per_second[int(event.epoch - start_epoch)][event.kind] += 1
+            if start_epoch is not None and event.epoch >= start_epoch:
+                result.per_second[math.floor(event.epoch - start_epoch)][event.kind] += 1
         return result

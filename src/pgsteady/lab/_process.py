@@ -132,10 +132,18 @@ def run_as() -> RunAs:
     return RunAs(user=name, uid=entry.pw_uid, gid=entry.pw_gid)
 
 
-def _die_with_parent(sig: int) -> Callable[[], None]:
+# Looked up here, in the parent: a forked child of a threaded parent must not dlopen.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def die_with_parent(sig: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that has the child receive ``sig`` when its parent exits.
+
+    The "parent" is the thread that started the child: start servers from a thread that
+    lives as long as they should (the main thread, as the CLI and the pytest plugin do).
+    """
     def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+        _prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
     return preexec
 
@@ -158,7 +166,7 @@ def spawn(
             user=who.uid,
             group=who.gid,
             extra_groups=[] if who.uid is not None else None,
-            preexec_fn=_die_with_parent(death_signal),  # noqa: PLW1509 - no threads yet at spawn
+            preexec_fn=die_with_parent(death_signal),  # noqa: PLW1509 - only calls prctl
         )
 
 

@@ -66,15 +66,24 @@ def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgstead
         raise LabError(f"cannot create the lab directory under {base}: {exc.strerror}; "
                        f"pass a writable directory (--dir) instead") from None
     who.chown(path)
-    if who.uid is not None and not _reachable_by_others(path.parent):
+    if who.uid is not None and not _reachable_by(path.parent, who):
         shutil.rmtree(path, ignore_errors=True)
         raise LabError(f"{base} is not reachable by OS user {who.user!r}, which runs the "
                        f"servers; pass a directory it can enter (--dir), e.g. /tmp")
     return path
 
 
-def _reachable_by_others(path: Path) -> bool:
-    return all(part.stat().st_mode & 0o001 for part in [path, *path.parents])
+def _reachable_by(path: Path, who: RunAs) -> bool:
+    """Whether ``who`` may enter every directory from / down to ``path``."""
+    def enterable(part: Path) -> bool:
+        st = part.stat()
+        if st.st_uid == who.uid:
+            return bool(st.st_mode & 0o100)
+        if st.st_gid == who.gid:
+            return bool(st.st_mode & 0o010)
+        return bool(st.st_mode & 0o001)
+
+    return all(enterable(part) for part in [path, *path.parents])
 
 
 class Postgres:
@@ -390,6 +399,9 @@ class Cluster:
                 step()
             except Exception:
                 log.exception("while stopping the lab cluster")
+        self.pgbouncer = self.proxy = None
+        if self._owns_postgres:
+            self.postgres = None  # a second start() begins from scratch
         if self.dir is not None and not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

@@ -14,8 +14,10 @@ Strategies — what each does when the deadline passes:
              deadline, keep waiting up to ``cancel_delay`` more, then close.
 ``psycopg``  psycopg's own behaviour: send a cancel and keep waiting for the result, however
              long it takes (the caller is late, but no connection is lost).
-``steady``   :class:`pgsteady.AsyncDatabase` with a pool the size of PgBouncer's: the caller
-             stops waiting at the deadline, the query finishes on its connection.
+``steady``   :class:`pgsteady.Database` with a pool the size of PgBouncer's, each caller a
+             thread (as in a threaded server): the caller stops waiting at the deadline, the
+             query finishes on its connection.
+``steady-async``  the same with :class:`pgsteady.AsyncDatabase`, callers as tasks.
 
 The first three speak the wire protocol directly (:mod:`pgsteady.lab.wire`) so that the
 socket does exactly what those drivers do; all run on one asyncio loop, which keeps a
@@ -26,9 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +41,9 @@ import psycopg
 from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import DeadlineExceeded, Overloaded, PgsteadyError
 from pgsteady.lab.wire import WireConnection, WireError
+from pgsteady.runner import Database
 
-STRATEGIES = ("naive", "cancel", "psycopg", "steady")
+STRATEGIES = ("naive", "cancel", "psycopg", "steady", "steady-async")
 _SOCKET_ERRORS = (OSError, asyncio.IncompleteReadError, WireError)
 
 
@@ -86,23 +91,33 @@ class Driver:
         self.t0 = t0
         self.series = Series()
         self.db: AsyncDatabase | None = None
+        self.sync_db: Database | None = None
+        self.executor: ThreadPoolExecutor | None = None
+        self._count_lock = threading.Lock()
 
     def _second(self) -> int:
         return int(time.monotonic() - self.t0)
 
     async def run(self, shifts: list[Shift]) -> Series:
-        if self.strategy == "steady":
-            t = self.target
-            self.db = AsyncDatabase(
-                f"host={t.host} port={t.port} dbname={t.dbname} user={t.user}",
-                pool_size=t.pool_size, pooler="transaction", service="pgsteady-lab")
-            await self.db.open()
-            await self.db.wait(30)
         worker = {"naive": self._naive, "cancel": self._cancel, "psycopg": self._psycopg,
-                  "steady": self._steady}[self.strategy]
-        tasks = [asyncio.create_task(self._shift_worker(worker, shift))
-                 for shift in shifts for _ in range(shift.workers)]
+                  "steady": self._steady_threads, "steady-async": self._steady}[self.strategy]
+        tasks: list[asyncio.Task[None]] = []
         try:
+            t = self.target
+            conninfo = f"host={t.host} port={t.port} dbname={t.dbname} user={t.user}"
+            if self.strategy == "steady-async":
+                self.db = AsyncDatabase(conninfo, pool_size=t.pool_size, pooler="transaction",
+                                        service="pgsteady-lab")
+                await self.db.open()
+                await self.db.wait(30)
+            elif self.strategy == "steady":
+                self.sync_db = Database(conninfo, pool_size=t.pool_size, pooler="transaction",
+                                        service="pgsteady-lab")
+                self.sync_db.wait(30)
+                self.executor = ThreadPoolExecutor(sum(s.workers for s in shifts),
+                                                   thread_name_prefix="pgsteady-lab-caller")
+            tasks = [asyncio.create_task(self._shift_worker(worker, shift))
+                     for shift in shifts for _ in range(shift.workers)]
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
@@ -110,6 +125,10 @@ class Driver:
             await asyncio.gather(*tasks, return_exceptions=True)
             if self.db is not None:
                 await self.db.close(timeout=5)
+            if self.sync_db is not None:
+                self.sync_db.close(timeout=5)
+            if self.executor is not None:
+                self.executor.shutdown(wait=True)
         return self.series
 
     async def _shift_worker(self, worker: Callable[[float], Awaitable[None]],
@@ -211,3 +230,27 @@ class Driver:
             except (PgsteadyError, psycopg.Error, *_SOCKET_ERRORS):
                 self.series.errors[self._second()] += 1
                 await asyncio.sleep(0.01)
+
+    async def _steady_threads(self, stop_at: float) -> None:
+        """``pgsteady.Database`` (threads): each caller is a thread, as in a threaded server."""
+        assert self.executor is not None
+        await asyncio.get_running_loop().run_in_executor(self.executor, self._caller_thread,
+                                                         stop_at)
+
+    def _caller_thread(self, stop_at: float) -> None:
+        assert self.sync_db is not None
+        deadline = self.target.deadline
+        while time.monotonic() < stop_at:
+            try:
+                self.sync_db.fetchone(self.target.query, deadline=deadline)
+                counter = self.series.answered
+            except DeadlineExceeded:
+                counter = self.series.timeouts
+            except Overloaded:
+                counter = self.series.rejected
+                time.sleep(deadline)  # see _steady
+            except (PgsteadyError, psycopg.Error):
+                counter = self.series.errors
+                time.sleep(0.01)
+            with self._count_lock:
+                counter[self._second()] += 1

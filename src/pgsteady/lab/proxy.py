@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import logging
 import select
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self, TextIO
 
 from pgsteady.errors import LabError
+from pgsteady.lab._process import die_with_parent
 
 log = logging.getLogger("pgsteady.lab.proxy")
 
@@ -255,6 +255,8 @@ class FaultProxy:
             await asyncio.gather(*pending, return_exceptions=True)
         except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             log.debug("proxy connection ended: %s", exc)
+        except asyncio.CancelledError:
+            pass  # the proxy is stopping; ending quietly keeps asyncio from logging it
         finally:
             self._links.discard(link)
             for side in (link.client, link.upstream):
@@ -299,7 +301,7 @@ class ProxyProcess:
     def start(self) -> Self:
         self._proc = subprocess.Popen(
             self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-            preexec_fn=_die_with_parent)  # noqa: PLW1509 - sets a signal, nothing else
+            preexec_fn=die_with_parent(signal.SIGTERM))  # noqa: PLW1509 - only calls prctl
         try:
             self.port = int(self._read(30))
         except BaseException:
@@ -387,7 +389,3 @@ def serve_commands(proxy: FaultProxy, commands: TextIO, replies: TextIO) -> None
         replies.write(json.dumps(reply) + "\n")
         replies.flush()
 
-
-def _die_with_parent() -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)

@@ -11,6 +11,7 @@ The ceiling is pgbench running the same query over the same PgBouncer + proxy pa
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import shutil
@@ -178,7 +179,8 @@ def _prepare_database(server: Postgres) -> None:
 def _cluster(server: Postgres, config: PoolDrainConfig) -> Cluster:
     return Cluster(postgres=server, pool_size=config.pool_size,
                    min_pool_size=config.min_pool_size, connect_delay=config.connect_latency,
-                   proxy=True, proxy_process=True, max_client_conn=10000)
+                   proxy=True, proxy_process=True, max_client_conn=10000,
+                   base_dir=server.workdir)
 
 
 def _warm(cluster: Cluster, config: PoolDrainConfig) -> None:
@@ -266,8 +268,13 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         epoch0 = time.time() + (t0 - time.monotonic())
         sampler = _Sampler(cluster, server, t0, t0 + config.duration)
         sampler.start()
-        series = asyncio.run(_drive(strategy, target, t0, config=config, cluster=cluster,
-                                    report=report, label=label))
+        gc.collect()
+        gc.freeze()  # the driver's long-lived objects stay out of collections during the run
+        try:
+            series = asyncio.run(_drive(strategy, target, t0, config=config, cluster=cluster,
+                                        report=report, label=label))
+        finally:
+            gc.unfreeze()
         sampler.join(config.duration + 30)
         cpu = time.process_time() - cpu0
         time.sleep(0.3)  # PgBouncer's last log lines
