@@ -87,3 +87,33 @@ def test_cli_reports_bad_environment_in_one_line(tmp_path):
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0
     assert f"port {port}" in out.stderr
+
+
+def test_lab_up_prints_dsns_and_cleans_up_on_ctrl_c():
+    """`pgsteady lab up` prints working DSNs, stays up, and on SIGINT stops every server and
+    removes its directory."""
+    import re
+    import signal
+    import time
+
+    import psycopg
+
+    proc = subprocess.Popen([*PGSTEADY, "lab", "up", "--proxy"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(6)]
+        pooled = next(line.split(":", 1)[1].strip() for line in lines
+                      if line.startswith("pooled:"))
+        logs = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("logs:"))
+        with psycopg.connect(pooled, prepare_threshold=None) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        workdir = Path(logs).parent
+        assert workdir.exists()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.2)
+    assert not workdir.exists()
+    assert not [p for p in _lab_processes() if re.search(re.escape(str(workdir)), p)]
