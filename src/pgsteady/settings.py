@@ -22,6 +22,8 @@ Duration: TypeAlias = float | int | timedelta | None
 _TEXT_PASSWORDS = (
     re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE),
     re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)"),
+    # SQL: ALTER ROLE r PASSWORD 'x', CREATE USER MAPPING ... OPTIONS (password 'x')
+    re.compile(r"(\bpassword\s+)('(?:[^']|'')*'|\$\w*\$.*?\$\w*\$)", re.IGNORECASE | re.DOTALL),
 )
 
 
@@ -53,6 +55,7 @@ def redact(dsn: str) -> str:
 def scrub(text: str) -> str:
     """Hide passwords anywhere in free text (error messages that quote a DSN)."""
     text = _TEXT_PASSWORDS[0].sub(r"\1***", text)
+    text = _TEXT_PASSWORDS[2].sub(r"\1'***'", text)
     return _TEXT_PASSWORDS[1].sub(r"\1***\3", text)
 
 

@@ -173,3 +173,16 @@ def test_config_paths_are_relative_to_the_pyproject(project, monkeypatch, capsys
     monkeypatch.chdir(sub)
     assert lint() == 1
     assert capsys.readouterr().out.startswith("../migrations/x.sql:1:1 ban-vacuum-full ")
+
+
+def test_deeply_nested_expression_is_a_clean_exit_2(tmp_path):
+    """An expression too deep to analyse is one line and exit 2, never a traceback."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "deep.sql"
+    path.write_text("INSERT INTO t VALUES (" + " || ".join(["'a'"] * 600) + ");\n")
+    out = subprocess.run([sys.executable, "-m", "pgsteady", "lint", str(path)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout

@@ -65,3 +65,12 @@ def test_syntax_error_has_line_and_column():
         analyze("SELECT 1;\nALTER TABLE t ADD COLUMN;\n")
     assert (err.value.line, err.value.col) == (2, 25)
     assert "syntax error" in str(err.value)
+
+
+def test_reindex_table_conflicts_like_access_exclusive():
+    """REINDEX TABLE locks every index ACCESS EXCLUSIVE: readers of the table block it."""
+    from pgsteady.migrate.analysis import LockMode, analyze
+
+    (info,) = analyze("REINDEX TABLE orgs")
+    assert info.targets[0].name == "orgs"
+    assert info.targets[0].lock is LockMode.ACCESS_EXCLUSIVE

@@ -84,3 +84,19 @@ def test_blocked_build_gives_up_in_budget(tmp_path, db, orgs_dir, pgsteady_lock_
     apply.migrate(db, source.load_dir(orgs_dir), FAST)
     assert index_state(db, "orgs_name_key") is True
     assert history(db) == [1, 2]
+
+
+def test_valid_index_without_history_is_recorded_not_rebuilt(db, orgs_dir, caplog):
+    """A build that finished but lost its history row (the connection died in between) is
+    recorded on the next run instead of failing on "already exists" forever."""
+    apply.migrate(db, source.load_dir(orgs_dir), FAST)  # 0001 only
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE UNIQUE INDEX CONCURRENTLY orgs_name_key ON orgs (name)")
+        oid = conn.execute("SELECT 'orgs_name_key'::regclass::oid::int8").fetchone()[0]
+    write_migrations(orgs_dir, INDEX)
+    with caplog.at_level(logging.WARNING, logger="pgsteady.migrate"):
+        apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    assert history(db) == [1, 2]
+    assert "already exists and is valid" in caplog.text
+    with psycopg.connect(db) as conn:  # the same index, not a rebuilt one
+        assert conn.execute("SELECT 'orgs_name_key'::regclass::oid::int8").fetchone()[0] == oid

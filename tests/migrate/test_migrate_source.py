@@ -82,3 +82,11 @@ def test_linter_ignore_comments_are_not_directives(tmp_path):
     loaded = source.load_dir(folder)
     assert loaded[0].transactional
     assert len(loaded[0].statements) == 1
+
+
+def test_directives_may_carry_a_reason(tmp_path):
+    """`-- pgsteady: no-transaction -- why` reads as the directive plus a comment."""
+    folder = write_migrations(tmp_path / "m", {
+        "0001_idx.sql": "-- pgsteady: no-transaction -- built without locking writes\n"
+                        "CREATE INDEX CONCURRENTLY i ON t (a);\n"})
+    assert not source.load_dir(folder)[0].transactional

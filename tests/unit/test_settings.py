@@ -80,3 +80,13 @@ def test_zero_is_no_limit():
     """pg_interval(0) is PostgreSQL's 0 (no limit), not 1 ms."""
     assert pg_interval(0) == "0"
     assert pg_interval(timedelta(0).total_seconds()) == "0"
+
+
+@pytest.mark.parametrize("sql", [
+    "ALTER ROLE app PASSWORD 'hunter2'",
+    "CREATE USER MAPPING FOR app SERVER s OPTIONS (user 'u', password 'hunter2')",
+    "alter user app with password 'hun''ter2'",
+])
+def test_scrub_hides_passwords_in_sql(sql):
+    """Another session's query text may set a password; it never reaches our output."""
+    assert "hunter2" not in scrub(sql) and "ter2" not in scrub(sql)

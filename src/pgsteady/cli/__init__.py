@@ -56,18 +56,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgsteadyError as exc:
         print(f"pgsteady: error: {scrub(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except psycopg.OperationalError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"pgsteady: cannot connect: {scrub(first)}", file=sys.stderr)
-        return EXIT_CANNOT_CONNECT
     except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        sqlstate = getattr(exc, "sqlstate", None)
+        if isinstance(exc, psycopg.OperationalError) and (sqlstate is None
+                                                         or sqlstate.startswith("08")):
+            print(f"pgsteady: cannot connect: {scrub(first)}", file=sys.stderr)
+            return EXIT_CANNOT_CONNECT
         if isinstance(exc, psycopg.ProgrammingError) and exc.sqlstate is None:
             # Raised by the client itself, e.g. for a DSN libpq cannot parse; its message may
             # quote the DSN, password included, so it is not repeated.
             print("pgsteady: error: invalid connection string; check --dsn or PGSTEADY_DSN",
                   file=sys.stderr)
             return EXIT_USAGE
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"pgsteady: database error: {scrub(first)}", file=sys.stderr)
+        print(f"pgsteady: database error ({sqlstate or type(exc).__name__}): {scrub(first)}",
+              file=sys.stderr)
         return EXIT_FAILURE
     return code

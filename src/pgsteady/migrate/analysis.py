@@ -309,9 +309,10 @@ def _reindex(node: Any) -> Described:
     what = node.kind.name.removeprefix("REINDEX_OBJECT_")
     if node.relation is None:  # SCHEMA / DATABASE / SYSTEM: not resolvable from text
         return f"REINDEX {what}", [], not concurrently and what == "INDEX"
-    lock = SUE if concurrently else LockMode.SHARE
-    if what == "INDEX" and not concurrently:
-        lock = AE  # the index itself; its table gets SHARE, resolved by the caller
+    # REINDEX INDEX locks the index ACCESS EXCLUSIVE (its table SHARE); REINDEX TABLE does
+    # that to every index of the table, which every reader of the table also locks: for
+    # conflicts it is as strong as ACCESS EXCLUSIVE on the table itself.
+    lock = SUE if concurrently else AE
     kind = f"REINDEX {what}" + (" CONCURRENTLY" if concurrently else "")
     return kind, [_rv(node.relation, lock)], not concurrently
 

@@ -411,8 +411,8 @@ def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: At
     _set(conn, "lock_timeout", attempt.lock_timeout, local=False)
     _set(conn, "statement_timeout", policy.index_statement_timeout, local=False)
     try:
-        _drop_invalid_index(conn, migration)
-        _run_statements(conn, migration)
+        if not _drop_invalid_index(conn, migration):
+            _run_statements(conn, migration)
         _set(conn, "statement_timeout", policy.statement_timeout, local=False)
         with conn.transaction():
             history.record(conn, migration, attempt.number, time.monotonic() - start)
@@ -424,25 +424,36 @@ def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: At
             log.debug("could not restore the session timeouts", exc_info=True)
 
 
-def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> None:
-    """An earlier failed CREATE INDEX CONCURRENTLY leaves an INVALID index: drop it first."""
+def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> bool:
+    """An earlier failed CREATE INDEX CONCURRENTLY leaves an INVALID index: drop it first.
+
+    Returns True if a VALID index of that name is already on the table — an earlier build
+    succeeded but its history row was lost (say, the connection died in between): the
+    build is not repeated, only recorded."""
     statement = migration.statements[0]
     if statement.kind != "CREATE INDEX CONCURRENTLY":
-        return
+        return False
     node = statement.node
-    parts = (node.relation.schemaname, node.idxname) if node.relation.schemaname else \
-        (node.idxname,)
-    name = sql.Identifier(*parts).as_string(conn)
-    row = conn.execute(queries.INDEX_VALIDITY, {"name": name}).fetchone()
-    if row is None or row[1]:
-        return
-    _oid, _valid, schema, index = row
+    parts = (node.relation.schemaname, node.relation.relname) if node.relation.schemaname \
+        else (node.relation.relname,)
+    table = sql.Identifier(*parts).as_string(conn)
+    row = conn.execute(queries.INDEX_VALIDITY, {"table": table, "index": node.idxname}) \
+        .fetchone()
+    if row is None:
+        return False
+    _oid, valid, schema, index = row
+    if valid:
+        log.warning("%s: index %s.%s already exists and is valid (an earlier build finished); "
+                    "recording the migration without building it again",
+                    migration.label, schema, index)
+        return True
     log.warning("%s: dropping invalid index %s.%s left by a failed earlier build",
                 migration.label, schema, index)
     try:
         conn.execute(queries.drop_index_concurrently(schema, index))
     except psycopg.Error as exc:
         raise _StatementFailed(migration.where(statement), statement, exc) from exc
+    return False
 
 
 def statements_of(text: str | None) -> list[StatementInfo]:

@@ -72,12 +72,14 @@ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
 ORDER BY a.xact_start, a.pid
 """
 
+# The index named %(index)s on table %(table)s (a quoted, possibly qualified name): an index
+# lives in its table's schema, so it is looked up there, never through search_path alone.
 INDEX_VALIDITY = """
 SELECT c.oid::int8, i.indisvalid, n.nspname::text, c.relname::text
-FROM pg_class c
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_index i ON i.indexrelid = c.oid
-WHERE c.oid = to_regclass(%(name)s)
+WHERE i.indrelid = to_regclass(%(table)s) AND c.relname = %(index)s
 """
 
 

@@ -118,7 +118,7 @@ def _directives(path: Path, text: str) -> set[str]:
         match = DIRECTIVE.match(line)
         if match is None:
             continue
-        value = match["value"].lower()
+        value = match["value"].lower().split("--", 1)[0].strip()  # "-- why" is a comment
         if value.split(maxsplit=1)[0:1] in (["ignore"], ["ignore-file"]):
             continue  # the linter's suppressions: `-- pgsteady: ignore <rule> -- <reason>`
         if value not in DIRECTIVES:

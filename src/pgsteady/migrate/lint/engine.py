@@ -33,7 +33,7 @@ from pgsteady.migrate.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
 from pgsteady.migrate.lint.track import track
 
 Severity = Literal["error", "warning"]
-_NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*$", re.IGNORECASE)
+_NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -166,7 +166,10 @@ def _parse(text: str) -> list[Node] | tuple[int, str]:
         return (cursor if isinstance(cursor, int) else len(text.rstrip())), message
     except UnicodeEncodeError as exc:
         return exc.start, f"text is not valid Unicode ({exc.reason})"
-    stmts: list[Node] = json.loads(raw).get("stmts", [])
+    try:
+        stmts: list[Node] = json.loads(raw).get("stmts", [])
+    except RecursionError:
+        return 0, "statement nested too deeply to analyse; split the expression"
     return stmts
 
 

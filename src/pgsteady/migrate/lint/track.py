@@ -36,7 +36,8 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
         elif name == "statement_timeout":
             ctx.statement_timeout_set = not disabled
     elif kind == "CreateStmt":
-        ctx.created_tables.add(table_key(stmt.get("relation", {})))
+        if not stmt.get("if_not_exists"):  # IF NOT EXISTS may leave an old, full table
+            ctx.created_tables.add(table_key(stmt.get("relation", {})))
         if ctx.in_transaction:
             ctx.fk_targets_in_transaction.update(foreign_key_targets(kind, stmt))
     elif kind == "CreateTableAsStmt":
@@ -102,7 +103,7 @@ def _not_null_check_column(constraint: Node) -> str | None:
 # ALTER TABLE subcommands that take less than ACCESS EXCLUSIVE (manual, "ALTER TABLE").
 _WEAKER = frozenset({
     "AT_SetStatistics", "AT_ClusterOn", "AT_DropCluster", "AT_SetRelOptions",
-    "AT_ResetRelOptions", "AT_ValidateConstraint", "AT_AttachPartition", "AT_AddConstraint",
+    "AT_ResetRelOptions", "AT_ValidateConstraint", "AT_AttachPartition",
     "AT_EnableTrig", "AT_DisableTrig", "AT_EnableAlwaysTrig", "AT_EnableReplicaTrig",
     "AT_EnableTrigAll", "AT_DisableTrigAll", "AT_EnableTrigUser", "AT_DisableTrigUser",
 })
@@ -111,5 +112,11 @@ _WEAKER = frozenset({
 def _takes_access_exclusive(stmt: Node) -> bool:
     """True if some subcommand needs ACCESS EXCLUSIVE (ADD CONSTRAINT counted weaker: a
     foreign key takes SHARE ROW EXCLUSIVE; CHECK and UNIQUE are flagged by their own rules)."""
-    return any(item.get("AlterTableCmd", {}).get("subtype") not in _WEAKER
-               for item in stmt.get("cmds") or ())
+    return any(not _weaker(item.get("AlterTableCmd", {})) for item in stmt.get("cmds") or ())
+
+
+def _weaker(cmd: Node) -> bool:
+    if cmd.get("subtype") == "AT_AddConstraint":  # only a foreign key: SHARE ROW EXCLUSIVE
+        constraint = (cmd.get("def") or {}).get("Constraint", {})
+        return bool(constraint.get("contype") == "CONSTR_FOREIGN")
+    return cmd.get("subtype") in _WEAKER
