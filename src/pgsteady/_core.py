@@ -37,7 +37,7 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
-from pgsteady.settings import SessionSettings, scrub
+from pgsteady.settings import Duration, SessionSettings, scrub, to_seconds
 
 KEEP_CONNECTION_FOR = 256
 """A worker runs up to this many jobs on the connection it holds before handing it back to
@@ -260,6 +260,49 @@ def no_connection_error(exc: BaseException, waited: float) -> BaseException:
                             f"{scrub(str(exc).strip().splitlines()[0] if str(exc) else '')}")
     wrapped.__cause__ = exc
     return wrapped
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What both runners derive from their constructor arguments, derived once here."""
+
+    settings: SessionSettings
+    pool_size: int
+    max_waiting: int
+    default_deadline: float | None
+    connect_timeout: float
+    prefix: str
+    set_query: tuple[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, *, pool_size: int, max_waiting: int | None, service: str, pooler: str,
+           statement_timeout: Duration, lock_timeout: Duration,
+           idle_in_transaction_timeout: Duration, deadline: Duration,
+           connect_timeout: Duration) -> Setup:
+        settings = SessionSettings(
+            service=service, pooler=pooler,
+            statement_timeout=to_seconds(statement_timeout, "statement_timeout"),
+            lock_timeout=to_seconds(lock_timeout, "lock_timeout"),
+            idle_in_transaction_timeout=to_seconds(idle_in_transaction_timeout,
+                                                   "idle_in_transaction_timeout"))
+        return cls(
+            settings=settings, pool_size=pool_size,
+            max_waiting=check_sizes(pool_size, max_waiting),
+            default_deadline=to_seconds(deadline, "deadline"),
+            connect_timeout=to_seconds(connect_timeout, "connect_timeout") or 10.0,
+            prefix=transaction_prefix(settings) if pooler == "transaction" else "",
+            set_query=settings.set_query())
+
+    def pool_args(self) -> dict[str, Any]:
+        """Keyword arguments for ``ConnectionPool`` / ``AsyncConnectionPool``: a fixed size
+        (workers == connections), autocommit, and the session settings for this pooler."""
+        return {
+            "min_size": self.pool_size, "max_size": self.pool_size, "open": False,
+            "name": self.settings.service,
+            "timeout": self.connect_timeout,
+            "kwargs": {"autocommit": True, "connect_timeout": max(2, round(self.connect_timeout)),
+                       **self.settings.connect_kwargs()},
+        }
 
 
 def check_sizes(pool_size: int, max_waiting: int | None) -> int:

@@ -23,7 +23,7 @@ from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.runner import DEFAULT
-from pgsteady.settings import Duration, SessionSettings, redact, to_seconds
+from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
 
@@ -56,24 +56,19 @@ class AsyncDatabase:
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         pool_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        max_waiting = _core.check_sizes(pool_size, max_waiting)
-        self.settings = SessionSettings(
-            service=service, pooler=pooler,
-            statement_timeout=to_seconds(statement_timeout, "statement_timeout"),
-            lock_timeout=to_seconds(lock_timeout, "lock_timeout"),
-            idle_in_transaction_timeout=to_seconds(idle_in_transaction_timeout,
-                                                   "idle_in_transaction_timeout"))
-        self.default_deadline = to_seconds(deadline, "deadline")
-        self._connect_timeout = to_seconds(connect_timeout, "connect_timeout") or 10.0
-        self._core = Core(pool_size, max_waiting)
-        self._prefix = (_core.transaction_prefix(self.settings)
-                        if pooler == "transaction" else "")
-        self._set_query = self.settings.set_query()
+        setup = _core.Setup.of(
+            pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
+            statement_timeout=statement_timeout, lock_timeout=lock_timeout,
+            idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
+            connect_timeout=connect_timeout)
+        self.settings = setup.settings
+        self.default_deadline = setup.default_deadline
+        self._connect_timeout = setup.connect_timeout
+        self._core = Core(pool_size, setup.max_waiting)
+        self._prefix = setup.prefix
+        self._set_query = setup.set_query
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-            conninfo, min_size=pool_size, max_size=pool_size, open=False, name=service,
-            timeout=self._connect_timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(2, round(self._connect_timeout)),
-                    **self.settings.connect_kwargs()},
+            conninfo, **setup.pool_args(),
             configure=self._configure if pooler == "session" else None,
             **(pool_kwargs or {}))
         self._workers: list[asyncio.Task[None]] = []
