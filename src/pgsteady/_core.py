@@ -46,6 +46,9 @@ the pool (which then gets its chance to check, reset or retire it)."""
 HOLD_IDLE = 0.5
 """Seconds a worker keeps its connection while no job comes, before giving it back."""
 
+IDLE_POLL = 1.0
+"""A worker without a connection re-checks for shutdown at least this often."""
+
 
 class State(enum.IntEnum):
     QUEUED = 0

@@ -27,7 +27,6 @@ from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
 
-_IDLE_POLL = 1.0  # workers re-check for shutdown at least this often
 
 T = TypeVar("T")
 AsyncWork = Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]]
@@ -246,7 +245,7 @@ class AsyncDatabase:
         idle: asyncio.Future[bool] = loop.create_future()
         waiters = self._idle_holding if holding else self._idle_empty
         waiters.append(idle)
-        timer = loop.call_later(_core.HOLD_IDLE if holding else _IDLE_POLL, _wake, idle, False)
+        timer = loop.call_later(_core.HOLD_IDLE if holding else _core.IDLE_POLL, _wake, idle, False)
         try:
             return await idle
         finally:

@@ -41,7 +41,6 @@ class _Default:
 DEFAULT: Any = _Default()
 """Use the Database's default deadline."""
 
-_IDLE_POLL = 1.0  # workers re-check for shutdown at least this often
 
 
 def _one(cur: psycopg.Cursor[Any]) -> Any:
@@ -246,7 +245,7 @@ class Database:
                         wake.clear()
                         (self._idle_holding if conn else self._idle_empty).append(wake)
                 if job is None:
-                    woken = wake.wait(_core.HOLD_IDLE if conn else _IDLE_POLL)
+                    woken = wake.wait(_core.HOLD_IDLE if conn else _core.IDLE_POLL)
                     with self._lock:
                         for idle in (self._idle_holding, self._idle_empty):
                             if wake in idle:

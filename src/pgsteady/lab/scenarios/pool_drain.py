@@ -21,7 +21,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import psycopg
@@ -115,8 +115,6 @@ class RunResult:
     dropped_cancels: int = 0
     errors: int = 0
     driver_cpu_seconds: float = 0.0
-    pgbouncer_log_opened: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "run": self.run, "collapsed": self.collapsed,
@@ -343,7 +341,6 @@ def _summarise(config: PoolDrainConfig, strategy: str, index: int, *, series: Se
         strategy, index, collapsed, recovered, rows, totals,
         dropped_cancels=sum(c.get("cancel_idle", 0) for c in log_per_second.values()),
         errors=sum(series.errors.values()), driver_cpu_seconds=round(cpu, 2),
-        pgbouncer_log_opened=sum(c.get("server_opened", 0) for c in log_per_second.values()),
     )
 
 
