@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # Set up everything pgsteady needs on a Debian machine; idempotent and quick when done.
-#   1. PostgreSQL and PgBouncer from Debian's packages, when missing (never started as services)
+#   1. The real parts from Debian's packages, when missing (never started as services):
+#      PostgreSQL, PgBouncer, Redis, Prometheus (server and promtool), Chromium and its driver,
+#      tmux (the terminal the `watch` tests drive)
 #   2. .venv with pgsteady installed editable, with the dev extras
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 have_postgres() { ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null; }
-have_pgbouncer() { command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; }
+have() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
 
-if ! have_postgres || ! have_pgbouncer; then
+missing=()
+have_postgres || missing+=(postgresql)
+have pgbouncer || missing+=(pgbouncer)
+have redis-server || missing+=(redis-server)
+{ have promtool && have prometheus; } || missing+=(prometheus)
+have chromium || missing+=(chromium)
+have chromedriver || missing+=(chromium-driver)
+have tmux || missing+=(tmux)
+
+if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    echo "setup: installing postgresql and pgbouncer from Debian's packages" >&2
+    echo "setup: installing ${missing[*]} from Debian's packages" >&2
     # The lab starts its own servers; keep the packages from starting system-wide ones.
     policy=/usr/sbin/policy-rc.d
     made_policy=""
@@ -22,8 +33,12 @@ if ! have_postgres || ! have_pgbouncer; then
     fi
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-        postgresql pgbouncer >/dev/null
+        "${missing[@]}" >/dev/null
     [ -z "$made_policy" ] || $sudo rm -f "$policy"
+    # Belt and braces: should a package have started its own service anyway, stop it.
+    for svc in postgresql pgbouncer redis-server prometheus; do
+        $sudo service "$svc" stop >/dev/null 2>&1 || true
+    done
 fi
 
 stamp=.venv/.pgsteady-installed
@@ -37,6 +52,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ ! -x .venv/bin/pgst
         echo "setup: pip install failed; full log in $log" >&2
         exit 1
     fi
-    .venv/bin/python -c 'import pgsteady, psycopg, psycopg_pool, pglast, rich, matplotlib'
+    .venv/bin/python -c 'import pgsteady, psycopg, psycopg_pool, pglast, rich, matplotlib, redis, prometheus_client, uvicorn, simpy, selenium'
     touch "$stamp"
 fi
