@@ -81,3 +81,38 @@ def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
         "server_connections_opened", "not_ready_closures", "cl_waiting", "sv_active",
         "sv_login"}
     json.dumps(document)  # serialisable as is
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_cold_start_naive_collapses_and_steady_holds():
+    """PgBouncer starts with no server connection and nothing warms it; 10 workers from the
+    first second: naive collapses at the steady load (the seed's cold start); steady and
+    steady-async wait for the first connections instead of destroying them, then hold."""
+    config = PoolDrainConfig(strategies=("naive", "steady", "steady-async"), duration=6.0,
+                             burst_workers=0, min_pool_size=0, cold_start=True,
+                             ceiling_duration=1.0)
+    result = run_pool_drain(config)
+    naive, *steadies = result.runs
+    assert naive.collapsed and not naive.recovered
+    assert naive.totals["not_ready_closures"] > 10
+    for run in steadies:
+        assert not run.collapsed, run.strategy
+        assert run.totals["not_ready_closures"] == 0, run.strategy
+        # PgBouncer opens its pool once, one connection at a time, and keeps it.
+        assert run.totals["server_connections_opened"] <= config.pool_size, run.strategy
+        # Callers miss deadlines while the first connections open; afterwards at most a
+        # stray few (a busy 2-core machine), never a spiral.
+        later = run.per_second[1:]
+        assert sum(r["timeouts"] for r in later) <= 0.01 * sum(r["answered"] for r in later)
+        assert run.per_second[-1]["answered"] > 0.5 * result.pgbench_tps, run.strategy
+    assert result.to_json()["config"]["cold_start"] is True
+
+
+def test_cold_start_refuses_a_min_pool_size():
+    """--cold-start with PgBouncer told to keep connections open is a contradiction: exit 2."""
+    with pytest.raises(UsageError, match="--cold-start starts PgBouncer with no server"):
+        PoolDrainConfig(cold_start=True, min_pool_size=4)
+    out = subprocess.run([*PGSTEADY, "lab", "pool-drain", "--cold-start", "--min-pool-size", "2"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2 and "drop --min-pool-size" in out.stderr
