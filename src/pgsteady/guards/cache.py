@@ -107,6 +107,7 @@ class _Rules:
         self.codec = codec
         self.stale_on = STALE_ON + tuple(stale_on)
         self._encoded = not self.backend.stores_objects
+        self.objects = not self._encoded
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
         self._counts = dict.fromkeys(
@@ -116,6 +117,10 @@ class _Rules:
     def count(self, what: str) -> None:
         with self._lock:
             self._counts[what] += 1
+
+    def hit(self) -> None:
+        with self._lock:
+            self._counts["fresh_hits"] += 1
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -205,16 +210,38 @@ class StaleCache:
     def get_or_load(self, key: str, loader: Callable[[], T], *,
                     deadline: Duration = None) -> T:
         """The value for ``key``: cached, freshly loaded, or stale if the load failed."""
-        served: T = self.lookup(key, loader, deadline=deadline).value
+        rules = self._rules
+        try:
+            found = self.backend.get(key)
+        except CacheUnavailable as exc:
+            rules.backend_failed(exc, f"reading {key!r}")
+            found = None
+        if found is not None and found[1] < rules.fresh_for:  # the hot path: a fresh hit
+            value: T
+            if rules.objects:
+                rules.hit()
+                value = found[0]
+                return value
+            try:
+                value = rules.codec.loads(found[0])
+            except ValueError:
+                pass  # a corrupt entry: the slow path logs it and loads again
+            else:
+                rules.hit()
+                return value
+        served: T = self._lookup(key, loader, deadline, rules.entry(found, key)).value
         return served
 
     def lookup(self, key: str, loader: Callable[[], T], *,
                deadline: Duration = None) -> Served[T]:
         """Like :meth:`get_or_load`, but says whether the value is stale and how old."""
+        return self._lookup(key, loader, deadline, self._read(key))
+
+    def _lookup(self, key: str, loader: Callable[[], T], deadline: Duration,
+                entry: Served[Any] | None) -> Served[T]:
         rules = self._rules
-        entry = self._read(key)
         if entry is not None and not entry.stale:
-            rules.count("fresh_hits")
+            rules.hit()
             return entry
         start = time.monotonic()
         flight, leader = rules.join(key)
@@ -304,7 +331,7 @@ class AsyncStaleCache:
         rules = self._rules
         entry = await self._read(key)
         if entry is not None and not entry.stale:
-            rules.count("fresh_hits")
+            rules.hit()
             return entry
         start = time.monotonic()
         budget = to_seconds(deadline, "deadline")

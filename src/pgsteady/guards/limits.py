@@ -80,7 +80,7 @@ class KeyedLimiter:
     With :class:`MemoryBackend` (the default) the limit holds within this process; with
     :class:`RedisBackend` across every process using that Redis. Leases last ``lease``
     seconds and are renewed every third of that while held, by one background thread per
-    limiter that exits when nothing is held.
+    limiter that exits once a renewal round finds nothing held.
     """
 
     def __init__(self, max_per_key: int, *, backend: Backend | None = None,
@@ -91,8 +91,12 @@ class KeyedLimiter:
         self.lease = self._limits.lease
         self._held: dict[str, str] = {}  # holder -> key
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._renewer: threading.Thread | None = None
+
+    def close(self) -> None:
+        """Stop renewing (held slots then end with their leases)."""
+        self._stopping.set()
 
     @contextlib.contextmanager
     def hold(self, key: str, wait: Duration = 0.1) -> Iterator[None]:
@@ -127,8 +131,6 @@ class KeyedLimiter:
     def _release(self, key: str, holder: str) -> None:
         with self._lock:
             self._held.pop(holder, None)
-            if not self._held:
-                self._wake.set()
         try:
             self.backend.release(key, holder)
         except CacheUnavailable as exc:  # the lease ends by itself
@@ -136,13 +138,13 @@ class KeyedLimiter:
                         key, exc)
 
     def _renew(self) -> None:
-        """Renew every held lease each third of a lease; exit once nothing is held."""
+        """Renew every held lease each third of a lease; exit once nothing is held (a thread
+        per hold would cost more than the hold)."""
         while True:
-            self._wake.wait(self.lease / 3)
+            stopping = self._stopping.wait(self.lease / 3)
             with self._lock:
-                self._wake.clear()
                 held = list(self._held.items())
-                if not held:
+                if not held or stopping:
                     self._renewer = None
                     return
             for holder, key in held:
