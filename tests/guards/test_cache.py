@@ -238,3 +238,47 @@ def test_redis_down_falls_back_to_the_loader(pgsteady_redis):
         return await acache.get_or_load("k", _const(3))
 
     assert asyncio.run(main()) == 3
+
+
+def test_async_gateway_lookup_through_a_blackhole(pgsteady_proxy):
+    """The asyncio twin: AsyncDatabase + AsyncStaleCache + the same breaker — stale under
+    10 ms at p99, CircuitOpen under 100 ms, fresh again and closed after the black hole."""
+    breaker = CircuitBreaker("orgs-db", min_calls=3, window=10, open_for=0.5)
+
+    async def main() -> None:
+        cache = AsyncStaleCache(fresh_for=0.05, stale_for=300)
+        async with AsyncDatabase(_dsn(pgsteady_proxy), pool_size=2, breaker=breaker,
+                                 connect_timeout=2) as db:
+            await db.wait(10)
+
+            def settings(org: int):
+                async def load() -> dict:
+                    row = await db.fetchone("select %s::int * 10", (org,), deadline=0.2)
+                    return {"org": org, "limit": row[0]}
+                return load
+
+            assert await cache.get_or_load("org:1", settings(1)) == {"org": 1, "limit": 10}
+            await asyncio.sleep(0.06)
+            pgsteady_proxy.blackhole(True)
+            for org in (2, 3):
+                with pytest.raises(DeadlineExceeded):
+                    await cache.get_or_load(f"org:{org}", settings(org))
+            assert breaker.state == "open"
+            took = []
+            for _ in range(300):
+                start = time.perf_counter()
+                served = await cache.lookup("org:1", settings(1))
+                took.append(time.perf_counter() - start)
+                assert served.stale and served.value == {"org": 1, "limit": 10}
+            assert _p99(took) < 0.010
+            start = time.monotonic()
+            with pytest.raises(CircuitOpen):
+                await cache.get_or_load("org:5", settings(5))
+            assert time.monotonic() - start < 0.100
+            pgsteady_proxy.blackhole(False)
+            await asyncio.sleep(0.6)
+            served = await cache.lookup("org:5", settings(5))
+            assert (served.value, served.stale) == ({"org": 5, "limit": 50}, False)
+            assert breaker.state == "closed"
+
+    asyncio.run(main())

@@ -48,6 +48,9 @@ STALE_ON: tuple[type[BaseException], ...] = (
     CannotConnect, DeadlineExceeded, Overloaded, QueryFailed, CircuitOpen)
 """Loader errors that mean "the source did not answer": a stale entry is served instead."""
 
+LONGEST_WAIT_FOR_LOAD = 60.0
+"""Without a deadline, a caller waits at most this long for another caller's load."""
+
 
 class Codec(Protocol):
     """How values become bytes for a shared backend (``json`` by default: never pickle what
@@ -251,8 +254,10 @@ class StaleCache:
                 return entry
             rules.count("waited_for_load")
             budget = to_seconds(deadline, "deadline")
+            if budget is None:
+                budget = LONGEST_WAIT_FOR_LOAD
             if not flight.done.wait(budget):
-                raise _waited_too_long(budget or 0.0, start)
+                raise _waited_too_long(budget, start)
             if flight.error is not None:
                 raise flight.error
             return Served(flight.value, False, time.monotonic() - start)
@@ -336,6 +341,8 @@ class AsyncStaleCache:
         start = time.monotonic()
         budget = to_seconds(deadline, "deadline")
         flight, leader = rules.join(key)
+        if not leader and budget is None:
+            budget = LONGEST_WAIT_FOR_LOAD
         if leader:
             rules.count("loads")
             task = asyncio.ensure_future(self._load(key, loader, flight))
