@@ -282,3 +282,21 @@ def test_async_gateway_lookup_through_a_blackhole(pgsteady_proxy):
             assert breaker.state == "closed"
 
     asyncio.run(main())
+
+
+def test_outages_and_unencodable_values_are_logged_once(pgsteady_redis, caplog):
+    """A value JSON cannot encode is returned but not cached; repeated Redis failures are
+    logged once per quiet period, not once per call."""
+    cache = StaleCache(RedisBackend(pgsteady_redis.url, timeout=0.2), fresh_for=60,
+                       stale_for=60)
+    calls = []
+    with caplog.at_level("WARNING", logger="pgsteady.guards"):
+        for _ in range(2):
+            assert cache.get_or_load("tags", lambda: calls.append(1) or {1, 2}) == {1, 2}
+        assert len(calls) == 2
+        pgsteady_redis.stop()
+        for _ in range(20):
+            cache.get_or_load("k", lambda: 1)
+    assert sum("codec refused" in r.message for r in caplog.records) == 1
+    assert sum("backend failed" in r.message for r in caplog.records) == 1
+    assert cache.stats().backend_errors == 40

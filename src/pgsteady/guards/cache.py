@@ -48,6 +48,12 @@ STALE_ON: tuple[type[BaseException], ...] = (
     CannotConnect, DeadlineExceeded, Overloaded, QueryFailed, CircuitOpen)
 """Loader errors that mean "the source did not answer": a stale entry is served instead."""
 
+QUIET_FOR = 10.0
+"""Repeated warnings of one kind (Redis down, serving stale) are logged once per this many
+seconds, with how many were left out: an outage must not become a log flood."""
+
+_UNSTORABLE = object()
+
 LONGEST_WAIT_FOR_LOAD = 60.0
 """Without a deadline, a caller waits at most this long for another caller's load."""
 
@@ -116,6 +122,20 @@ class _Rules:
         self._counts = dict.fromkeys(
             ("fresh_hits", "loads", "load_failures", "served_stale", "waited_for_load",
              "backend_errors"), 0)
+        self._quiet: dict[str, tuple[float, int]] = {}  # kind -> (quiet until, left out)
+
+    def note(self, kind: str, level: int, message: str, *args: Any) -> None:
+        """Log ``message``, but one of each ``kind`` per ``QUIET_FOR`` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            until, left_out = self._quiet.get(kind, (0.0, 0))
+            if now < until:
+                self._quiet[kind] = (until, left_out + 1)
+                return
+            self._quiet[kind] = (now + QUIET_FOR, 0)
+        if left_out:
+            message += f" ({left_out} more like it in the last {QUIET_FOR:.0f} s not logged)"
+        log.log(level, message, *args)
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -129,10 +149,17 @@ class _Rules:
         with self._lock:
             return CacheStats(**self._counts)
 
-    def encode(self, value: Any) -> Any:
+    def encode(self, key: str, value: Any) -> Any:
+        """The payload to store, or ``_UNSTORABLE`` if the codec refuses the value (it is
+        still returned to the caller, just not cached)."""
         if not self._encoded:
             return value
-        data = self.codec.dumps(value)
+        try:
+            data = self.codec.dumps(value)
+        except (TypeError, ValueError) as exc:
+            self.note("encode", logging.ERROR, "cannot cache %r: the codec refused the value "
+                      "(%s); pass a codec that can encode it", key, exc)
+            return _UNSTORABLE
         return data.encode() if isinstance(data, str) else data
 
     def entry(self, found: tuple[Any, float] | None, key: str) -> Served[Any] | None:
@@ -150,7 +177,8 @@ class _Rules:
 
     def backend_failed(self, exc: CacheUnavailable, doing: str) -> None:
         self.count("backend_errors")
-        log.warning("cache backend failed while %s; going to the source: %s", doing, exc)
+        self.note("backend", logging.WARNING,
+                  "cache backend failed while %s; going to the source: %s", doing, exc)
 
     def join(self, key: str) -> tuple[_Flight, bool]:
         """The flight loading ``key`` and whether we lead it (we must then run the loader)."""
@@ -172,8 +200,9 @@ class _Rules:
         self.count("load_failures")
         if entry is not None and isinstance(exc, self.stale_on):
             self.count("served_stale")
-            log.info("serving a stale entry (age %.1f s) because the load failed: %s",
-                     entry.age, exc)
+            self.note("stale", logging.WARNING,
+                      "serving stale entries because loads fail (this one %.1f s old): %s",
+                      entry.age, exc)
             return Served(entry.value, True, entry.age)
         raise exc
 
@@ -285,8 +314,11 @@ class StaleCache:
         return self._rules.entry(found, key)
 
     def _store(self, key: str, value: Any) -> None:
+        payload = self._rules.encode(key, value)
+        if payload is _UNSTORABLE:
+            return
         try:
-            self.backend.set(key, self._rules.encode(value), self._rules.stale_for)
+            self.backend.set(key, payload, self._rules.stale_for)
         except CacheUnavailable as exc:
             self._rules.backend_failed(exc, f"storing {key!r}")
 
@@ -391,8 +423,11 @@ class AsyncStaleCache:
         return self._rules.entry(found, key)
 
     async def _store(self, key: str, value: Any) -> None:
+        payload = self._rules.encode(key, value)
+        if payload is _UNSTORABLE:
+            return
         try:
-            await self.backend.aset(key, self._rules.encode(value), self._rules.stale_for)
+            await self.backend.aset(key, payload, self._rules.stale_for)
         except CacheUnavailable as exc:
             self._rules.backend_failed(exc, f"storing {key!r}")
 
