@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
+import subprocess
+import sys
 
 import pytest
 import redis
@@ -28,3 +31,14 @@ def test_cluster_redis_needs_its_password_and_stops(pgsteady_postgres):
         assert cluster.redis_url().split("@")[0] not in repr(server)
         workdir = cluster.dir
     assert not server.running and not workdir.exists()
+
+
+def test_lab_up_with_redis_prints_no_password():
+    """`pgsteady lab up --redis --once` names the Redis and where its password is, and
+    never prints the password itself."""
+    out = subprocess.run([sys.executable, "-m", "pgsteady", "lab", "up", "--redis", "--once"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stdout.splitlines() if line.startswith("redis:"))
+    assert re.match(r"redis:\s+redis://:\*\*\*@127\.0\.0\.1:\d+/0 \(password: requirepass in "
+                    r".*/redis\.conf\)$", line)
