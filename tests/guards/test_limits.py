@@ -121,3 +121,14 @@ def test_bad_limits_are_usage_errors():
         KeyedLimiter(0)
     with pytest.raises(UsageError):
         KeyedLimiter(1, lease=0)
+
+
+def test_retry_after_follows_how_long_holds_last():
+    """After holds of ~20 ms, a refusal suggests retrying in about that, not the 30 s lease."""
+    limiter = KeyedLimiter(1, lease=30)
+    for _ in range(5):
+        with limiter.hold("k"):
+            time.sleep(0.02)
+    with limiter.hold("k"), pytest.raises(LimitExceeded) as info, limiter.hold("k", wait=0):
+        pass
+    assert 0.01 <= info.value.retry_after < 0.2

@@ -60,6 +60,18 @@ class _Limits:
         self.max_per_key = max_per_key
         self.backend: Backend = backend if backend is not None else MemoryBackend()
         self.lease = seconds
+        self.typical_hold: float | None = None  # moving average of this process's holds
+
+    def held_for(self, seconds: float) -> None:
+        """Learn how long holds last: the best guess of when a slot frees."""
+        last = self.typical_hold
+        self.typical_hold = seconds if last is None else 0.8 * last + 0.2 * seconds
+
+    def refused(self, key: str, lease_left: float) -> LimitExceeded:
+        """The error for a refused hold; ``retry_after`` is when a slot likely frees: the
+        typical hold here, but never later than the earliest lease ends."""
+        guess = lease_left if self.typical_hold is None else min(lease_left, self.typical_hold)
+        return LimitExceeded(key, self.max_per_key, max(0.001, guess))
 
     def pauses(self, wait: float) -> Iterator[float]:
         """Jittered pauses between tries, growing to 50 ms, summing to at most ``wait``."""
@@ -103,9 +115,11 @@ class KeyedLimiter:
         """Hold one of ``key``'s slots for the block; :class:`LimitExceeded` if none frees
         within ``wait`` seconds."""
         holder = self._acquire(key, self._limits.wait_of(wait))
+        start = time.monotonic()
         try:
             yield
         finally:
+            self._limits.held_for(time.monotonic() - start)
             self._release(key, holder)
 
     def _acquire(self, key: str, wait: float) -> str:
@@ -119,7 +133,7 @@ class KeyedLimiter:
                 if retry_after is None:
                     break
             else:
-                raise LimitExceeded(key, limits.max_per_key, retry_after)
+                raise limits.refused(key, retry_after)
         with self._lock:
             self._held[holder] = key
             if self._renewer is None:
@@ -180,11 +194,13 @@ class AsyncKeyedLimiter:
                 if retry_after is None:
                     break
             else:
-                raise LimitExceeded(key, limits.max_per_key, retry_after)
+                raise limits.refused(key, retry_after)
         renewer = asyncio.ensure_future(self._renew(key, holder))
+        start = time.monotonic()
         try:
             yield
         finally:
+            limits.held_for(time.monotonic() - start)
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
