@@ -79,6 +79,13 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM end the run cleanly, also when started with ``&`` from a script
+    (which starts it with SIGINT ignored, and Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
 def run_up(args: argparse.Namespace) -> int:
     cluster = Cluster(
         pool_mode=args.pool_mode, pool_size=args.pool_size, min_pool_size=args.min_pool_size,
@@ -86,7 +93,7 @@ def run_up(args: argparse.Namespace) -> int:
         proxy=args.proxy, connect_delay=args.connect_latency, pg_port=args.pg_port,
         pgbouncer_port=args.pgbouncer_port, base_dir=args.dir, keep=args.keep,
     )
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` shuts down as cleanly as Ctrl-C
+    _stop_on_signals()  # `kill` shuts down as cleanly as Ctrl-C
     with cluster:
         assert cluster.postgres is not None and cluster.pgbouncer is not None
         out = sys.stdout
@@ -134,7 +141,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
         parent = Path(path) if path == args.out else Path(path).resolve().parent
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)
     total = config.ceiling_duration + len(config.strategies) * config.runs * config.duration

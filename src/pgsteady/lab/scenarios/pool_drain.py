@@ -207,8 +207,7 @@ def _ceiling(server: Postgres, config: PoolDrainConfig) -> float:
         assert cluster.pgbouncer is not None
         out = subprocess.run(
             [str(pgbench), "-n", "-f", script.name, "-c", str(config.workers), "-j", "2",
-             "-T", str(max(1, round(config.ceiling_duration))), "-h", "127.0.0.1",
-             "-p", str(cluster.pgbouncer.port), "-U", "postgres", DBNAME],
+             "-T", str(max(1, round(config.ceiling_duration))), cluster.pooled_dsn(DBNAME)],
             capture_output=True, text=True, timeout=config.ceiling_duration + 60, check=False)
     m = _TPS.search(out.stdout)
     if out.returncode != 0 or not m:
@@ -260,7 +259,8 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         _warm(cluster, config)
         reader = cluster.pgbouncer.log_reader()
         target = Target("127.0.0.1", cluster.pgbouncer.port, DBNAME, "postgres", config.query,
-                        config.deadline, config.pool_size, config.cancel_delay)
+                        config.deadline, config.pool_size, config.cancel_delay,
+                        passfile=str(cluster.pgbouncer.passfile))
         cpu0 = time.process_time()
         t0 = time.monotonic() + 0.3  # leave the sampler time to connect
         epoch0 = time.time() + (t0 - time.monotonic())
