@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pgsteady.errors import LabError
+from pgsteady.errors import LabError, UsageError
 from pgsteady.lab.cluster import Cluster
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
@@ -75,12 +75,15 @@ def test_initdb_failure_is_one_line(monkeypatch):
     assert _lab_processes() == []
 
 
-def test_unwritable_directory_is_named(tmp_path):
-    """A base directory we cannot create is named in the error with the fix (--dir)."""
+def test_missing_directory_is_named_not_created(tmp_path):
+    """A base directory that does not exist is named in the error with the fix (--dir), and
+    is not created."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(LabError, match=r"cannot create the lab directory under .*--dir"):
-        Cluster(base_dir=blocker / "sub").start()
+    for missing in (blocker / "sub", tmp_path / "a" / "b"):
+        with pytest.raises(UsageError, match=r"is not an existing directory; .*--dir"):
+            Cluster(base_dir=missing).start()
+    assert not (tmp_path / "a").exists()
 
 
 def test_cli_reports_bad_environment_in_one_line(tmp_path):
