@@ -3,7 +3,7 @@
 The caller's deadline ends the caller's wait, never the query. Each call becomes a job that
 one of ``pool_size`` worker threads runs on a connection it owns until the query is done, so
 a deadline can never close a connection under a query — the move that makes PgBouncer destroy
-server connections and drain its pool (seed 000). A job whose caller gave up before it
+server connections and drain its pool (docs/outages.md). A job whose caller gave up before it
 started is dropped without touching the database; the backlog is bounded (``Overloaded``).
 
 The rules live in :mod:`pgsteady._core`; this module and :mod:`pgsteady.arunner` only move

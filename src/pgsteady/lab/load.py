@@ -1,9 +1,9 @@
 """The load driver: closed-loop workers, each strategy a faithful model of one client.
 
-Every worker runs back-to-back queries (closed loop, as in seed 000) from its start to its
-stop time and records, in whole seconds since the run began, whether its caller got an
-answer within the deadline, timed out, or was rejected. What the database actually finished
-is counted elsewhere, on the server.
+Every worker runs back-to-back queries (closed loop, as in the pool-drain outage told in
+docs/outages.md) from its start to its stop time and records, in whole seconds since the run
+began, whether its caller got an answer within the deadline, timed out, or was rejected.
+What the database actually finished is counted elsewhere, on the server.
 
 Strategies — what each does when the deadline passes:
 

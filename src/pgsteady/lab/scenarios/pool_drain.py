@@ -1,4 +1,4 @@
-"""The pool-drain scenario (seed 000): short deadlines through PgBouncer, a burst, and what
+"""The pool-drain scenario (docs/outages.md): short deadlines through PgBouncer, a burst, and what
 each client strategy does to the pool — measured on the server, not in client bookkeeping.
 
 One PostgreSQL serves every run; each run gets a fresh PgBouncer and fault proxy (a collapsed
@@ -47,7 +47,7 @@ RECOVERED_ABOVE = 0.90   # last third back to >= 90% of the first third
 
 @dataclass(frozen=True)
 class PoolDrainConfig:
-    """The seed's values are the defaults."""
+    """The outage's values are the defaults."""
 
     strategies: tuple[str, ...] = ("naive", "steady")
     pool_size: int = 4
