@@ -118,9 +118,14 @@ class AsyncDatabase:
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         if self._check_slots:
             self._check_slots = False
-            row = await (await conn.execute(_core.SLOTS_QUERY)).fetchone()
-            if row is not None:
-                _core.warn_if_pool_too_big(self._core.pool_size, *row)
+            try:
+                row = await (await conn.execute(_core.SLOTS_QUERY)).fetchone()
+            except psycopg.Error as exc:  # a check, never a reason to refuse a connection
+                log.debug("could not read the server's connection slots: %s", exc)
+                await conn.rollback()
+            else:
+                if row is not None:
+                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             await conn.execute(*self._set_query)
 

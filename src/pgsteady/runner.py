@@ -160,11 +160,17 @@ class Database:
         self.close()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        if self._check_slots:
-            self._check_slots = False
-            row = conn.execute(_core.SLOTS_QUERY).fetchone()
-            if row is not None:
-                _core.warn_if_pool_too_big(self._core.pool_size, *row)
+        with self._lock:  # the pool configures connections from several threads
+            check, self._check_slots = self._check_slots, False
+        if check:
+            try:
+                row = conn.execute(_core.SLOTS_QUERY).fetchone()
+            except psycopg.Error as exc:  # a check, never a reason to refuse a connection
+                log.debug("could not read the server's connection slots: %s", exc)
+                conn.rollback()
+            else:
+                if row is not None:
+                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             conn.execute(*self._set_query)
 
