@@ -24,11 +24,12 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from pgsteady.errors import (
@@ -337,6 +338,19 @@ def deadline_of(value: Duration) -> float | None:
         raise UsageError(f"deadline must be at most {MAX_DEADLINE:.0f} s; use None for no "
                          f"deadline, got {value!r}")
     return seconds
+
+
+def check_statement(query: object, params: object, *, bytes_ok: bool) -> None:
+    """A statement's types, checked in the caller before it is queued (a TypeError from a
+    worker would arrive as if the database had failed)."""
+    kinds: tuple[type, ...] = (str, bytes, sql.Composable) if bytes_ok else (str, sql.Composable)
+    if not isinstance(query, kinds):
+        raise UsageError(f"query must be a string{', bytes' if bytes_ok else ''} or a "
+                         f"psycopg.sql.Composable, got {type(query).__name__}")
+    if params is not None and (isinstance(params, str | bytes)
+                               or not isinstance(params, Sequence | Mapping)):
+        raise UsageError(f"params must be a sequence (tuple, list), a mapping or None, got "
+                         f"{type(params).__name__}")
 
 
 def check_conninfo(conninfo: object) -> None:

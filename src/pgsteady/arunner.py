@@ -166,6 +166,7 @@ class AsyncDatabase:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
+        _core.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             async def plain(conn: psycopg.AsyncConnection[Any]) -> Any:
                 return await fetch(await conn.execute(query, params))  # type: ignore[arg-type]

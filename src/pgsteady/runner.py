@@ -219,6 +219,7 @@ class Database:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any], Any]:
+        _core.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             return lambda conn: fetch(conn.execute(query, params))
         prefixed = sql.Composed([sql.SQL(self._prefix), sql.SQL(query) if isinstance(query, str)

@@ -110,6 +110,17 @@ def test_bad_arguments_fail_at_construction(kind, args, kwargs, match):
     assert "secret" not in str(info.value)
 
 
+def test_wrong_statement_types_fail_in_the_caller(make_db, pgsteady_database):
+    """A query or params of the wrong type is a UsageError before anything is queued."""
+    db = make_db(pgsteady_database.dsn, pool_size=1)
+    accepted = db.stats().accepted
+    for args in ((123,), ("select %s", "x"), ("select %s", 5)):
+        with pytest.raises(UsageError, match=r"query must be|params must be"):
+            db.fetchone(*args, deadline=5)
+    assert db.stats().accepted == accepted
+    assert db.fetchone("select %s::int", [7], deadline=5) == (7,)
+
+
 def test_durations_accept_timedelta_and_inf_as_no_limit(pgsteady_database):
     """timedelta works everywhere; infinity as a server timeout means no limit (0)."""
     with Database(pgsteady_database.dsn, pool_size=1, statement_timeout=math.inf,
