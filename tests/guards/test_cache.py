@@ -300,3 +300,24 @@ def test_outages_and_unencodable_values_are_logged_once(pgsteady_redis, caplog):
     assert sum("codec refused" in r.message for r in caplog.records) == 1
     assert sum("backend failed" in r.message for r in caplog.records) == 1
     assert cache.stats().backend_errors == 40
+
+
+def test_async_decorator_and_invalidate():
+    """@AsyncStaleCache.cached caches per key; invalidate() makes the next call load again."""
+    calls = []
+
+    async def main() -> None:
+        cache = AsyncStaleCache(fresh_for=60, stale_for=60)
+
+        @cache.cached(key=lambda org_id: f"org:{org_id}")
+        async def org(org_id: int) -> dict:
+            calls.append(org_id)
+            return {"id": org_id}
+
+        assert await org(1) == {"id": 1} and await org(1) == {"id": 1}
+        await cache.invalidate("org:1")
+        assert await org(1) == {"id": 1}
+        assert cache.stats().fresh_hits == 1 and cache.stats().loads == 2
+
+    asyncio.run(main())
+    assert calls == [1, 1]
