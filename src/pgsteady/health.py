@@ -351,7 +351,7 @@ class Health:
                 body = self.live() if which == "live" else \
                     await (self.aready() if which == "ready" else self.adeep())
                 code = status_code(body)
-            data = json.dumps(body).encode()
+            data = json.dumps(body, default=str).encode()
             await send({"type": "http.response.start", "status": code,
                         "headers": [(b"content-type", CONTENT_TYPE.encode()),
                                     (b"cache-control", b"no-store"),
@@ -381,7 +381,7 @@ class HealthServer:
                 else:
                     body = getattr(health, which)()
                     code = status_code(body)
-                data = json.dumps(body).encode()
+                data = json.dumps(body, default=str).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", CONTENT_TYPE)
                 self.send_header("Cache-Control", "no-store")
