@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from pgsteady.errors import CannotConnect, UsageError
+from pgsteady.errors import CannotConnect, PgsteadyError, UsageError
 from pgsteady.inspect import queries
 from pgsteady.settings import default_label, pg_interval, redact, scrub
 
@@ -395,37 +395,31 @@ def take_snapshot(dsn: str, *, timeout: float = DEFAULT_TIMEOUT,
     connected = time.monotonic()
     try:
         conn.read_only = True
-        with conn.cursor(row_factory=dict_row) as cur:
-            settings = {r["name"]: Setting(r["name"], r["setting"], r["reset_val"], r["unit"],
-                                           r["source"], r["sourcefile"], r["sourceline"])
-                        for r in cur.execute(queries.SETTINGS,
-                                             {"names": list(queries.SETTING_NAMES)})}
-            cur.execute(queries.SET_TIMEOUTS, {"statement": _left(deadline),
-                                               "lock": pg_interval(DOCTOR_LOCK_TIMEOUT)})
-            server = _fetch(cur, queries.SERVER, {}, deadline)[0]
-            overrides = tuple(Override(**r) for r in _fetch(
-                cur, queries.OVERRIDES, {"names": list(queries.SETTING_NAMES)}, deadline))
-            sessions = tuple(_session(r) for r in _fetch(
-                cur, queries.SESSIONS, {"query_chars": query_chars}, deadline))
-            locks = tuple(Lock(r["pid"], r["locktype"], r["mode"], r["granted"],
-                               r["relation"], r["wait_age"])
-                          for r in _fetch(cur, queries.LOCKS, {}, deadline))
-            slots = tuple(SlotHold(**r) for r in _fetch(cur, queries.REPLICATION_SLOTS, {},
-                                                        deadline))
-            prepared = tuple(PreparedXact(**r) for r in _fetch(cur, queries.PREPARED_XACTS, {},
-                                                               deadline))
-            invalid = tuple(InvalidIndex(**r) for r in _fetch(cur, queries.INVALID_INDEXES, {},
-                                                              deadline))
+        rows = _read_all(conn, deadline, query_chars)
         conn.rollback()
+    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+        raise PgsteadyError(
+            f"the snapshot of {redact(dsn)} did not finish within {deadline - started:.1f}s "
+            f"({type(exc).__name__}); the server may be overloaded, try a longer "
+            f"--timeout") from exc
     finally:
         conn.close()
+    server = rows["server"][0]
+    settings = {r["name"]: Setting(r["name"], r["setting"], r["reset_val"], r["unit"],
+                                   r["source"], r["sourcefile"], r["sourceline"])
+                for r in rows["settings"]}
+    sessions = tuple(_session(r) for r in rows["sessions"])
+    locks = tuple(Lock(r["pid"], r["locktype"], r["mode"], r["granted"], r["relation"],
+                       r["wait_age"]) for r in rows["locks"])
     snap = PostgresSnapshot(
         dsn=redact(dsn), version_num=server["version_num"], version=server["version"],
         database=server["database"], user=server["user"], superuser=server["superuser"],
         own_pid=server["own_pid"], taken_at=taken_at, elapsed=time.monotonic() - started,
         connect_seconds=connected - started, sessions=sessions, locks=locks,
-        settings=settings, overrides=overrides, slots=slots, prepared=prepared,
-        invalid_indexes=invalid,
+        settings=settings, overrides=tuple(Override(**r) for r in rows["overrides"]),
+        slots=tuple(SlotHold(**r) for r in rows["slots"]),
+        prepared=tuple(PreparedXact(**r) for r in rows["prepared"]),
+        invalid_indexes=tuple(InvalidIndex(**r) for r in rows["invalid"]),
         chains=tuple(build_chains(sessions, locks)) if chains else ())
     log.debug("snapshot of %s: %d sessions, %d chains in %.3fs", snap.dsn, len(sessions),
               len(snap.chains), snap.elapsed)
@@ -436,11 +430,32 @@ def _left(deadline: float) -> str:
     return pg_interval(max(0.001, deadline - time.monotonic()))
 
 
-def _fetch(cur: psycopg.Cursor[dict[str, Any]], query: str, params: Mapping[str, Any],
-           deadline: float) -> list[dict[str, Any]]:
-    """One query with the time left as its statement_timeout."""
-    cur.execute(queries.SET_STATEMENT_TIMEOUT, {"statement": _left(deadline)})
-    return cur.execute(query, params).fetchall()
+def _read_all(conn: psycopg.Connection[Any], deadline: float,
+              query_chars: int) -> dict[str, list[dict[str, Any]]]:
+    """Every read in one pipeline (one round trip; it matters on a loaded server). The
+    settings come first, before doctor's own timeouts are set, so they show what a new
+    session of this role in this database gets."""
+    names = {"names": list(queries.SETTING_NAMES)}
+    version_num = conn.info.server_version
+    plan: list[tuple[str, str, Mapping[str, Any]]] = [
+        ("settings", queries.SETTINGS, names),
+        ("", queries.SET_TIMEOUTS, {"statement": _left(deadline),
+                                    "lock": pg_interval(DOCTOR_LOCK_TIMEOUT)}),
+        ("server", queries.SERVER, {}),
+        ("overrides", queries.OVERRIDES, names),
+        ("sessions", queries.SESSIONS, {"query_chars": query_chars}),
+        ("locks", queries.locks(version_num), {}),
+        ("slots", queries.REPLICATION_SLOTS, {}),
+        ("prepared", queries.PREPARED_XACTS, {}),
+        ("invalid", queries.INVALID_INDEXES, {}),
+    ]
+    cursors = []
+    with conn.pipeline():
+        for name, query, params in plan:
+            cur = conn.cursor(row_factory=dict_row)
+            cur.execute(query, params)
+            cursors.append((name, cur))
+    return {name: cur.fetchall() for name, cur in cursors if name}
 
 
 def _session(row: Mapping[str, Any]) -> Session:

@@ -19,7 +19,6 @@ SETTING_NAMES = (
 # Doctor's own transaction: short timeouts, set per transaction (works behind any pooler).
 SET_TIMEOUTS = ("SELECT set_config('statement_timeout', %(statement)s, true), "
                 "set_config('lock_timeout', %(lock)s, true)")
-SET_STATEMENT_TIMEOUT = "SELECT set_config('statement_timeout', %(statement)s, true)"
 
 SERVER = """
 SELECT current_setting('server_version_num')::int AS version_num,
@@ -74,33 +73,36 @@ ORDER BY a.pid
 # One read of the lock table: every lock someone waits for, and the granted locks on the same
 # objects (what the waiters wait behind). Relation names come from pg_class, never from a
 # function that would lock the relation.
-LOCKS = """
-WITH l AS MATERIALIZED (SELECT * FROM pg_locks),
-     here AS (SELECT oid FROM pg_database WHERE datname = current_database()),
-     waited AS (SELECT DISTINCT locktype, database, relation, transactionid, virtualxid,
-                       classid, objid, objsubid
-                FROM l WHERE NOT granted)
+_LOCKS = """
+WITH l AS MATERIALIZED (
+    SELECT *, concat_ws(':', locktype, coalesce(database, 0), coalesce(relation, 0),
+                        coalesce(page, -1), coalesce(tuple, -1), coalesce(virtualxid, ''),
+                        coalesce(transactionid::text, ''), coalesce(classid, 0),
+                        coalesce(objid, 0), coalesce(objsubid, -1)) AS object
+    FROM pg_locks WHERE pid IS NOT NULL AND pid <> pg_backend_pid())
 SELECT l.pid, l.locktype, l.mode, l.granted,
        l.relation::int8 AS relation_oid,
        CASE WHEN c.oid IS NOT NULL THEN n.nspname || '.' || c.relname
             WHEN l.relation IS NOT NULL THEN 'oid ' || l.relation || ' in database '
                  || coalesce((SELECT datname FROM pg_database WHERE oid = l.database), '?')
        END AS relation,
-       extract(epoch FROM now() - l.waitstart)::float8 AS wait_age
+       {wait_age} AS wait_age
 FROM l
-LEFT JOIN pg_class c ON c.oid = l.relation AND l.database = (SELECT oid FROM here)
+LEFT JOIN pg_class c ON c.oid = l.relation
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE l.pid IS NOT NULL AND l.pid <> pg_backend_pid()
-  AND (NOT l.granted OR EXISTS (
-        SELECT 1 FROM waited w
-        WHERE w.locktype = l.locktype AND w.database IS NOT DISTINCT FROM l.database
-          AND w.relation IS NOT DISTINCT FROM l.relation
-          AND w.transactionid IS NOT DISTINCT FROM l.transactionid
-          AND w.virtualxid IS NOT DISTINCT FROM l.virtualxid
-          AND w.classid IS NOT DISTINCT FROM l.classid AND w.objid IS NOT DISTINCT FROM l.objid
-          AND w.objsubid IS NOT DISTINCT FROM l.objsubid))
+WHERE NOT l.granted OR l.object IN (SELECT object FROM l WHERE NOT granted)
 ORDER BY l.pid
 """
+
+
+
+def locks(version_num: int) -> str:
+    """LOCKS for this server: pg_locks.waitstart exists from PostgreSQL 14 on."""
+    wait_age = ("extract(epoch FROM now() - l.waitstart)::float8" if version_num >= 140000
+                else "NULL::float8")
+    return _LOCKS.replace("{wait_age}", wait_age)
+
 
 REPLICATION_SLOTS = """
 SELECT slot_name::text, slot_type, active, active_pid, coalesce(database::text, '') AS database,
