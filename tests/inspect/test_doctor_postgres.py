@@ -159,3 +159,31 @@ def test_nothing_to_examine(monkeypatch, capsys):
         monkeypatch.delenv(name)
     assert main(["doctor"]) == 2
     assert "--dsn" in capsys.readouterr().err
+
+
+def test_blockers_cancel_and_refusals(pgsteady_database, capsys):
+    """--cancel ends the statement and keeps the session; PostgreSQL's own processes and pids
+    that do not exist are refused."""
+    dsn = pgsteady_database.dsn
+    sleeper = psycopg.connect(dsn, autocommit=True, application_name="sleeper@box:1")
+    try:
+        sleeper.pgconn.send_query(b"SELECT pg_sleep(30)")
+        pid = sleeper.info.backend_pid
+        assert main(["blockers", "--dsn", dsn, "--cancel", str(pid), "--yes"]) == 0
+        assert f"pid {pid}: cancel sent" in capsys.readouterr().out
+        sleeper.pgconn.consume_input()
+        result = sleeper.pgconn.get_result()
+        assert result is not None and result.error_field(ord("C")) == b"57014"  # canceled
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            checkpointer = conn.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = "
+                                        "'checkpointer'").fetchone()
+            alive = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                 (pid,)).fetchone()
+        assert alive == (1,)
+    finally:
+        sleeper.close()
+    assert checkpointer is not None
+    assert main(["blockers", "--dsn", dsn, "--terminate", str(checkpointer[0]), "--yes"]) == 2
+    assert "checkpointer" in capsys.readouterr().err
+    assert main(["blockers", "--dsn", dsn, "--terminate", "999999", "--yes"]) == 1
+    assert "no session with pid 999999" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from pgsteady.cli import _args
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, UsageError
 
 SCHEMA_VERSION = 1
+ENDABLE = ("client backend", "autovacuum worker")
 GONE_WAIT = 3.0  # how long to watch for an ended session to leave pg_stat_activity
 
 
@@ -155,6 +156,10 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
         print(f"pgsteady: no session with pid {pid} on this server (it may have ended); "
               f"run pgsteady blockers to see the current ones", file=sys.stderr)
         return EXIT_FAILURE
+    if session.backend_type not in ENDABLE:
+        raise UsageError(f"pid {pid} is PostgreSQL's own {session.backend_type or 'process'}, "
+                         f"not a session; pgsteady ends only client sessions and autovacuum "
+                         f"workers")
     behind = sum(len(c.queued) for c in snap.chains if c.root.pid == pid)
     print(f"{verb} {_line(session)}" + (f"; {behind} session(s) wait behind it" if behind
                                          else ""))
