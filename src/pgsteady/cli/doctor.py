@@ -127,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
                           "findings": [f.as_dict() for f in result.findings],
                           "checked": result.checked}, indent=2, default=str))
     else:
-        render(result, args.fail_on, time.monotonic() - started)
+        render(result, args.fail_on, time.monotonic() - started, failing=bool(failing))
     return EXIT_FAILURE if failing else EXIT_OK
 
 
-def render(result: Examination, fail_on: str, elapsed: float) -> None:
+def render(result: Examination, fail_on: str, elapsed: float, *, failing: bool) -> None:
     """The report for a person: most severe first, each with its evidence and fix."""
     from collections import Counter
 
@@ -169,8 +169,10 @@ def render(result: Examination, fail_on: str, elapsed: float) -> None:
     if not result.findings:
         console.print(Text("no findings"))
     else:
+        verdict = (f"exit 1: findings at or above --fail-on {fail_on}" if failing
+                   else f"exit 0: nothing at or above --fail-on {fail_on}")
         console.print(Text(", ".join(f"{counts[s]} {s}" for s in ("critical", "warning", "info")
-                                     if counts[s]) + f" (exit 1 at --fail-on {fail_on})"))
+                                     if counts[s]) + f" ({verdict})"))
 
 
 def _evidence_lines(key: str, value: Any) -> list[str]:
