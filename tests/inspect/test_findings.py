@@ -153,3 +153,14 @@ def test_prepared_statements_only_without_support():
         pgbouncer_findings(_bouncer([_pool(0, 0, 1)]), None))
     session = _bouncer([_pool(0, 0, 1)], pool_mode="session", max_prepared_statements="0")
     assert "pgbouncer-prepared-statements" not in _ids(pgbouncer_findings(session, None))
+
+
+def test_gauges_for_an_exporter():
+    """The snapshot's gauges: longest transaction, idle-in-transaction count, xmin age."""
+    snap = _snap([_session(5, xact_age=30.0, xmin_age_xids=10),
+                  _session(6, state="idle in transaction", xact_age=12.0)],
+                 prepared=(PreparedXact("tx", "app", "app", 99.0, 5),))
+    assert snap.longest_transaction == 30.0
+    assert snap.idle_in_transaction == 1
+    assert snap.xmin_horizon_age == 99.0
+    assert _snap().xmin_horizon_age == 0.0

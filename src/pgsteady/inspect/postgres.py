@@ -242,6 +242,24 @@ class PostgresSnapshot:
     def lock_queues(self) -> list[LockQueue]:
         return find_lock_queues(self.sessions, self.locks)
 
+    # Gauges an exporter reads as they are (seconds; 0 when there is nothing).
+
+    @property
+    def longest_transaction(self) -> float:
+        return max((s.xact_age or 0.0 for s in self.client_sessions()), default=0.0)
+
+    @property
+    def idle_in_transaction(self) -> int:
+        return sum(1 for s in self.client_sessions() if s.state.startswith("idle in trans"))
+
+    @property
+    def xmin_horizon_age(self) -> float:
+        """How long the oldest snapshot or prepared transaction has held vacuum back."""
+        ages = [s.xact_age or s.query_age or 0.0 for s in self.sessions
+                if s.xmin_age_xids is not None]
+        ages += [p.age for p in self.prepared]
+        return max(ages, default=0.0)
+
 
 def _int(setting: Setting | None, default: int) -> int:
     try:
