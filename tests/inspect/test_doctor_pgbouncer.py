@@ -7,6 +7,7 @@ import threading
 import time
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgsteady.cli import main
 
@@ -84,8 +85,8 @@ def test_pgbouncer_settings_findings(pgsteady_stack, pgsteady_database, capsys):
     a RELOAD with a warm pool and a short wait limit those two findings go away."""
     lab = pgsteady_stack(pool_size=2, proxy=True, connect_delay=0.05)
     assert lab.proxy is not None
-    slow_pg = (f"host=127.0.0.1 port={lab.proxy.port} dbname={pgsteady_database.name} "
-               f"user=postgres")
+    params = conninfo_to_dict(lab.direct_dsn(pgsteady_database.name))
+    slow_pg = make_conninfo("", **{**params, "port": str(lab.proxy.port)})  # via the proxy
     with psycopg.connect(lab.pooled_dsn(pgsteady_database.name), autocommit=True) as conn:
         conn.execute("SELECT 1")
     args = ("--dsn", slow_pg, "--pgbouncer", lab.admin_dsn, "--samples", "1",

@@ -141,7 +141,7 @@ def test_unreachable_server_exit_3_one_line_no_password():
 
 def test_misdirected_dsns_exit_2(pgsteady_stack, pgsteady_database, capsys):
     """A PostgreSQL DSN given as --pgbouncer, or PgBouncer's admin console as --dsn: one line
-    naming the mistake, exit 2."""
+    naming the mistake, exit 2 (the lab's own DSNs: a password here could fail its auth)."""
     lab = pgsteady_stack(pool_size=1)
     assert main(["doctor", "--pgbouncer", pgsteady_database.dsn]) == 2
     _, err = capsys.readouterr()
