@@ -187,3 +187,38 @@ def test_blockers_cancel_and_refusals(pgsteady_database, capsys):
     assert "checkpointer" in capsys.readouterr().err
     assert main(["blockers", "--dsn", dsn, "--terminate", "999999", "--yes"]) == 1
     assert "no session with pid 999999" in capsys.readouterr().err
+
+
+def test_doctor_session_is_labelled_and_read_only(pgsteady_database):
+    """Seen from another session while it works, doctor's session is labelled
+    pgsteady-doctor@host:pid and its transaction is read-only (it writes nothing)."""
+    import threading
+
+    from pgsteady.inspect.postgres import take_snapshot
+
+    seen: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+            while not stop.is_set() and not seen:
+                row = conn.execute("SELECT application_name, query FROM pg_stat_activity "
+                                   "WHERE application_name LIKE 'pgsteady-doctor@%%' AND "
+                                   "query LIKE 'BEGIN%%'").fetchone()
+                if row is not None:
+                    seen.append(row)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for _ in range(200):  # bounded: each snapshot is a few ms
+            take_snapshot(pgsteady_database.dsn)
+            if seen:
+                break
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert seen, "never caught doctor's session at work"
+    label, query = seen[0]
+    assert re.fullmatch(r"pgsteady-doctor@.+:\d+", label)
+    assert query.startswith("BEGIN READ ONLY")
