@@ -49,7 +49,7 @@ def test_refill_stuck_behind_a_black_hole(pgsteady_stack, pgsteady_database, cap
             pass  # PgBouncer stopped at teardown
 
     def arrive() -> None:
-        for _ in range(16):  # one new client every 150 ms, bounded
+        for _ in range(40):  # one new client every 150 ms until doctor is done, bounded
             if stop.is_set():
                 return
             t = threading.Thread(target=client, daemon=True)

@@ -222,3 +222,32 @@ def test_doctor_session_is_labelled_and_read_only(pgsteady_database):
     label, query = seen[0]
     assert re.fullmatch(r"pgsteady-doctor@.+:\d+", label)
     assert query.startswith("BEGIN READ ONLY")
+
+
+def test_terminate_asks_on_a_terminal(pgsteady_database):
+    """On a terminal, --terminate shows the session and asks: 'n' leaves it, 'y' ends it and
+    says it is gone."""
+    import pty
+
+    dsn = pgsteady_database.dsn
+    victim = psycopg.connect(dsn, application_name="forgotten@laptop:9")
+    victim.execute("SELECT 1")  # idle in transaction
+    pid = victim.info.backend_pid
+    try:
+        for answer, expected in (("n", "nothing done"), ("y", f"pid {pid}: terminated, gone")):
+            leader, follower = pty.openpty()
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pgsteady", "blockers", "--dsn", dsn, "--terminate",
+                     str(pid)], stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    text=True)
+                os.write(leader, f"{answer}\n".encode())
+                out, err = proc.communicate(timeout=60)
+            finally:
+                os.close(leader)
+                os.close(follower)
+            assert proc.returncode == 0, err
+            assert f"terminate pid {pid} 'forgotten@laptop:9'" in out
+            assert expected in out
+    finally:
+        victim.close()
