@@ -361,7 +361,7 @@ def find_lock_queues(sessions: Sequence[Session], locks: Iterable[Lock]) -> list
         behind = [pid for pid in _reach([lock.pid], blocks) if pid != lock.pid]
         if not behind:
             continue
-        up = _reach([lock.pid], _invert(blocked_by))
+        up = _reach([lock.pid], _as_lists(blocked_by))  # upwards, to the roots
         roots = tuple(by_pid.get(pid) or _unknown(pid) for pid in sorted(up)
                       if pid != lock.pid and not blocked_by.get(pid))
         found.append(LockQueue(lock.relation or lock.locktype, by_pid[lock.pid], lock, roots,
@@ -370,7 +370,7 @@ def find_lock_queues(sessions: Sequence[Session], locks: Iterable[Lock]) -> list
     return found
 
 
-def _invert(blocked_by: Mapping[int, tuple[int, ...]]) -> dict[int, list[int]]:
+def _as_lists(blocked_by: Mapping[int, tuple[int, ...]]) -> dict[int, list[int]]:
     return {pid: list(blockers) for pid, blockers in blocked_by.items()}
 
 
