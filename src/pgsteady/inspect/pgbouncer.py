@@ -271,7 +271,7 @@ def sample(dsn: str, *, samples: int = 3, interval: float = 1.0,
     start = time.monotonic()
     deadline = deadline if deadline is not None else start + samples * (interval + 5.0)
     taken_at = time.time()
-    conn = connect_admin(dsn, timeout=deadline - start)
+    conn = connect_admin(dsn, timeout=min(10.0, deadline - start))
     try:
         version = str(_show(conn, "VERSION")[0].get("version", ""))
         config = {str(r["key"]): str(r["value"]) for r in _show(conn, "CONFIG")}
