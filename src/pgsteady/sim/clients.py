@@ -26,20 +26,20 @@ _QUERY, _CANCELLING, _GRACE, _DONE = 0, 1, 2, 3
 class WireWorker:
     """A worker speaking to PgBouncer directly (naive, cancel or psycopg)."""
 
-    __slots__ = ("_late", "_phase", "_query", "conn", "connect_time", "deadline", "engine",
-                 "mode", "patience", "pause", "pooler", "stop", "tally", "turnaround")
+    __slots__ = ("_deadlines", "_graces", "_late", "_pauses", "_phase", "_query",
+                 "_reconnects", "conn", "engine", "mode", "pooler", "stop", "tally")
 
     def __init__(self, engine: Engine, pooler: Pooler, tally: Tally, *, mode: str,
                  stop: float, deadline: float, cancel_delay: float, turnaround: float,
                  think_time: float, connect_time: float) -> None:
         self.engine, self.pooler, self.tally = engine, pooler, tally
-        self.mode, self.stop, self.deadline = mode, stop, deadline
+        self.mode, self.stop = mode, stop
+        self._deadlines = engine.lane(deadline)
         # How long it waits after its cancel request before closing; psycopg: until the run's
         # end and a second (the lab's bound), which is longer than anything here.
-        self.patience = cancel_delay if mode == "cancel" else stop + 1.0
-        self.turnaround = turnaround
-        self.pause = turnaround + think_time
-        self.connect_time = connect_time
+        self._graces = engine.lane(cancel_delay if mode == "cancel" else stop + 1.0)
+        self._pauses = engine.lane(turnaround + think_time)
+        self._reconnects = engine.lane(connect_time + think_time)
         self.conn = Conn(self)
         self._query = 0
         self._phase = _DONE
@@ -58,7 +58,7 @@ class WireWorker:
         self._phase = _QUERY
         self._late = False
         self.pooler.submit(self.conn)
-        engine.at(engine.now + self.deadline, self._on_deadline, self._query)
+        self._deadlines.after(self._on_deadline, self._query)
 
     def on_result(self, conn: Conn, ok: bool) -> None:
         if conn is not self.conn:
@@ -72,7 +72,7 @@ class WireWorker:
             self._query += 1
             tally = self.tally
             counter = tally.answered if ok else tally.errors
-            counter[tally.second(self.engine.now)] += 1
+            counter[int(self.engine.now)] += 1
             self._next()
         elif phase == _CANCELLING:
             self._late = True  # it still waits for its cancel request to be done
@@ -84,7 +84,7 @@ class WireWorker:
         if query != self._query or self._phase != _QUERY:
             return
         tally = self.tally
-        tally.timeouts[tally.second(self.engine.now)] += 1
+        tally.timeouts[int(self.engine.now)] += 1
         self._phase = _CANCELLING
         self.pooler.cancel(self.conn, self._cancel_done, query)
 
@@ -98,7 +98,7 @@ class WireWorker:
             self._next()
         else:
             self._phase = _GRACE
-            self.engine.at(self.engine.now + self.patience, self._grace_over, query)
+            self._graces.after(self._grace_over, query)
 
     def _grace_over(self, query: int) -> None:
         if query == self._query and self._phase == _GRACE:
@@ -106,14 +106,13 @@ class WireWorker:
 
     def _next(self) -> None:
         self._phase = _DONE
-        self.engine.at(self.engine.now + self.pause, self._send)
+        self._pauses.after(self._send)
 
     def _reconnect(self) -> None:
         self.pooler.close(self.conn)
         self.conn = Conn(self)
         self._phase = _DONE
-        self.engine.at(self.engine.now + self.connect_time + self.pause - self.turnaround,
-                       self._send)
+        self._reconnects.after(self._send)
 
 
 _QUEUED, _RUNNING, _FINISHED, _DROPPED = 0, 1, 2, 3
@@ -144,6 +143,7 @@ class SteadyDatabase:
         self.engine, self.pooler = engine, pooler
         self.max_waiting = max_waiting
         self.turnaround, self.connect_time = turnaround, connect_time
+        self._turnarounds = engine.lane(turnaround)
         self.backlog: deque[Job] = deque()
         self.queued = 0  # jobs in the backlog whose caller still waits
         self.free: list[_SteadyConn] = [_SteadyConn(self) for _ in range(pool_size)]
@@ -188,7 +188,7 @@ class SteadyDatabase:
         if conn.state == CLOSED:  # PgBouncer disconnected it: the pool opens a new one
             self.engine.at(self.engine.now + self.connect_time, self._next, _SteadyConn(self))
         else:
-            self.engine.at(self.engine.now + self.turnaround, self._next, conn)
+            self._turnarounds.after(self._next, conn)
 
     def _next(self, conn: _SteadyConn) -> None:
         self._take(conn)
@@ -197,14 +197,19 @@ class SteadyDatabase:
 class SteadyCaller:
     """A caller thread of a threaded service, calling ``db.fetchone(..., deadline=...)``."""
 
-    __slots__ = ("db", "deadline", "engine", "job", "pause", "stop", "tally", "think_time")
+    __slots__ = ("_deadlines", "_pauses", "_refusals", "_thinks", "db", "engine", "job",
+                 "stop", "tally")
 
     def __init__(self, engine: Engine, db: SteadyDatabase, tally: Tally, *, stop: float,
                  deadline: float, turnaround: float, think_time: float) -> None:
         self.engine, self.db, self.tally = engine, db, tally
-        self.stop, self.deadline = stop, deadline
-        self.pause = turnaround + think_time
-        self.think_time = think_time
+        self.stop = stop
+        self._deadlines = engine.lane(deadline)
+        self._pauses = engine.lane(turnaround + think_time)
+        self._thinks = engine.lane(think_time)
+        # A refused request's slot stays busy for its deadline, as in the lab (retrying at
+        # once would only spin), then the usual pause.
+        self._refusals = engine.lane(deadline + think_time)
         self.job: Job | None = None
 
     def begin(self, _: Any) -> None:
@@ -217,27 +222,27 @@ class SteadyCaller:
         job = Job(self)
         if not self.db.submit(job):
             tally = self.tally
-            tally.rejected[tally.second(engine.now)] += 1
-            engine.at(engine.now + self.deadline, self._send)
+            tally.rejected[int(engine.now)] += 1
+            self._refusals.after(self._send)
             return
         self.job = job
-        engine.at(engine.now + self.deadline, self._on_deadline, job)
+        self._deadlines.after(self._on_deadline, job)
 
     def on_answer(self, ok: bool) -> None:
         tally = self.tally
         counter = tally.answered if ok else tally.errors
-        counter[tally.second(self.engine.now)] += 1
+        counter[int(self.engine.now)] += 1
         self.job = None
-        self.engine.at(self.engine.now + self.pause, self._send)
+        self._pauses.after(self._send)
 
     def _on_deadline(self, job: Job) -> None:
         if job is not self.job or job.state == _FINISHED:
             return
         tally = self.tally
-        tally.timeouts[tally.second(self.engine.now)] += 1
+        tally.timeouts[int(self.engine.now)] += 1
         if job.state == _QUEUED:
             self.db.drop(job)
         else:
             job.abandoned = True
         self.job = None
-        self.engine.at(self.engine.now + self.think_time, self._send)
+        self._thinks.after(self._send)

@@ -44,6 +44,7 @@ class SimConfig:
     max_connections: int = 100
     query_wait_timeout: float = 120.0     # PgBouncer's default
     server_login_retry: float = 15.0      # PgBouncer's default
+    login_time: float = 0.004             # a new server connection's time beyond the latency
     round_trip: float = 0.0006            # a server connection's time per query beyond it
     client_turnaround: float = 0.0002     # a client's time from a result to its next query
     think_time: float = 0.0               # a worker's pause between queries (0: closed loop)
@@ -83,7 +84,7 @@ class SimConfig:
         if self.stall and not 0 <= self.stall_at < self.duration:
             problems.append(f"--stall at {self.stall_at:g}s lies outside the "
                             f"{self.duration:g} s run")
-        for name in ("connect_latency", "stall", "cancel_delay", "round_trip",
+        for name in ("connect_latency", "login_time", "stall", "cancel_delay", "round_trip",
                      "client_turnaround", "think_time", "stall_rate", "stall_mean"):
             value = getattr(self, name)
             if value < 0 or not math.isfinite(value):

@@ -63,6 +63,7 @@ class Pooler:
         self.login = False
         self.retry_at = 0.0
         self.waiting: deque[Conn] = deque()
+        self._cancel_replies = engine.lane(server.round_trip / 2)
 
     def prefill(self, horizon: float) -> None:
         """Open ``min_pool_size`` servers before the clock starts, as the lab does, and start
@@ -92,7 +93,7 @@ class Pooler:
         conn.state = CLOSED
         if state == ACTIVE:
             tally = self.tally
-            tally.not_ready_closures[tally.second(self.engine.now)] += 1
+            tally.not_ready_closures[int(self.engine.now)] += 1
             conn.done_at = -1.0
             self.active -= 1
             self._destroy()
@@ -105,8 +106,8 @@ class Pooler:
         now = engine.now
         if conn.state != ACTIVE:
             tally = self.tally
-            tally.dropped_cancels[tally.second(now)] += 1
-            engine.at(now + self.server.round_trip / 2, done, token)
+            tally.dropped_cancels[int(now)] += 1
+            self._cancel_replies.after(done, token)
             return
         arrives = self.server.through(now, self.connect_latency)
         if conn.done_at > arrives:  # still running when the cancel lands: it ends now
@@ -134,7 +135,7 @@ class Pooler:
         self.active -= 1
         if not conn.cancelled:
             tally = self.tally
-            tally.db_completions[tally.second(self.engine.now)] += 1
+            tally.db_completions[int(self.engine.now)] += 1
         self._server_free()
         conn.owner.on_result(conn, not conn.cancelled)
 
@@ -145,7 +146,7 @@ class Pooler:
             conn = waiting.popleft()
             if conn.state == CLOSED:  # left while parked: found only now
                 tally = self.tally
-                tally.not_ready_closures[tally.second(self.engine.now)] += 1
+                tally.not_ready_closures[int(self.engine.now)] += 1
                 self._destroy()
                 return
             if conn.state == WAITING:
@@ -169,7 +170,7 @@ class Pooler:
             return
         self.login = True
         tally = self.tally
-        tally.server_connections_opened[tally.second(now)] += 1
+        tally.server_connections_opened[int(now)] += 1
         self.engine.at(self.server.through(now, self.connect_latency), self._login_done)
 
     def _login_done(self, _: Any) -> None:
@@ -191,6 +192,6 @@ class Pooler:
             if conn.state == WAITING:
                 conn.state = CLOSED
                 tally = self.tally
-                tally.errors[tally.second(engine.now)] += 1
+                tally.errors[int(engine.now)] += 1
                 conn.owner.on_result(conn, False)
         engine.at(engine.now + MAINTENANCE_EVERY, self._maintenance)

@@ -8,6 +8,7 @@ the stalls of run ``r`` by ``(seed, r)`` only, so every strategy meets the same 
 
 from __future__ import annotations
 
+import gc
 import random
 from collections.abc import Callable
 from dataclasses import replace
@@ -51,14 +52,29 @@ class _Sampler:
 
 
 def simulate(config: SimConfig, strategy: str, run: int) -> tuple[RunResult, int]:
-    """One run of one strategy; returns its result and the number of events it took."""
+    """One run of one strategy; returns its result and the number of events it took.
+
+    The cyclic garbage collector is paused meanwhile: a collapse parks millions of closed
+    client connections, which refcounting frees, and full collections over them would
+    dominate the run."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(config, strategy, run)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _simulate(config: SimConfig, strategy: str, run: int) -> tuple[RunResult, int]:
     engine = Engine()
     rng = random.Random(f"{config.seed}:{strategy}:{run}")
     stalls = stall_windows(config, random.Random(f"{config.seed}:stalls:{run}"))
     server = Server(config, rng, stalls)
     tally = Tally(config.duration)
     poolers = [Pooler(engine, server, tally, pool_size=config.pool_size,
-                      min_pool_size=config.min_pool, connect_latency=config.connect_latency,
+                      min_pool_size=config.min_pool,
+                      connect_latency=config.connect_latency + config.login_time,
                       query_wait_timeout=config.query_wait_timeout,
                       server_login_retry=config.server_login_retry)
                for _ in range(config.poolers)]
@@ -74,7 +90,9 @@ def simulate(config: SimConfig, strategy: str, run: int) -> tuple[RunResult, int
     index = 0
     for workers, start, stop in shifts:
         for _ in range(workers):
-            at = start + rng.random() * 0.001  # the lab's workers start within a millisecond
+            # The lab's workers start within a millisecond; with a think time, each starts
+            # at a random point of its cycle (a fleet's clients are not synchronised).
+            at = start + rng.random() * (0.001 + config.think_time)
             where = index % config.poolers
             index += 1
             client: WireWorker | SteadyCaller

@@ -7,8 +7,8 @@ COUNTERS = ("answered", "timeouts", "rejected", "errors", "db_completions",
 
 
 class Tally:
-    """One list per counter, indexed by whole seconds since the run began; what happens after
-    the run's end goes into a last, unreported slot."""
+    """One list per counter, indexed by ``int(now)``: whole seconds since the run began (the
+    run stops at its duration, so the last slot, never reported, takes what happens then)."""
 
     __slots__ = (*COUNTERS, "seconds")
 
@@ -24,7 +24,4 @@ class Tally:
     def __init__(self, duration: float) -> None:
         self.seconds = max(1, round(duration))
         for name in COUNTERS:
-            setattr(self, name, [0] * (self.seconds + 1))
-
-    def second(self, now: float) -> int:
-        return min(int(now), self.seconds)
+            setattr(self, name, [0] * (self.seconds + 2))
