@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import random
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from pgsteady._version import __version__
@@ -155,11 +154,6 @@ def run_model(config: SimConfig, progress: Progress | None = None) -> PoolDrainR
         {"postgresql": "model", "pgbouncer": f"model v{MODEL_VERSION}",
          "pgsteady": __version__},
         source="sim", extra_config=config.model_knobs())
-
-
-def with_knob(config: SimConfig, knob: str, value: Any) -> SimConfig:
-    """``config`` with one knob changed (by its field name), checked again."""
-    return replace(config, **{knob: value})
 
 
 def _mean(values: list[int] | list[float]) -> float:
