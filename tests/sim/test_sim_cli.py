@@ -71,8 +71,9 @@ def test_bad_knobs_get_one_line_and_exit_2(args, complaint, tmp_path):
 
 
 def test_phase_map_writes_heatmaps_and_json(tmp_path):
-    """A 2x2 phase map: one PNG per strategy and the JSON behind it; naive collapses at pool 2
-    with 50 ms connections, steady nowhere."""
+    """A small phase map: one PNG per strategy and the JSON behind it, the seed's pool size
+    added to the axis; naive collapses at pools 2 and 4 with 50 ms connections (the seed's
+    setting), steady nowhere."""
     out = tmp_path / "map"
     result = _run("sim", "phase-map", "--x", "pool-size=2:20", "--y",
                   "connect-latency=10ms:50ms", "--steps", "2", "--runs", "2", *SHORT,
@@ -82,10 +83,10 @@ def test_phase_map_writes_heatmaps_and_json(tmp_path):
                                               "phase-map-steady.png"}
     document = json.loads((out / "phase-map.json").read_text())
     assert document["source"] == "sim" and document["schema_version"] == 1
-    assert document["x"] == {"knob": "pool-size", "values": [2, 20]}
+    assert document["x"] == {"knob": "pool-size", "values": [2, 4, 20]}
     assert document["y"]["values"] == [0.01, 0.05]
     naive = document["collapse_probability"]["naive"]
     steady = document["collapse_probability"]["steady"]
-    assert naive[1][0] == 1.0            # pool 2, 50 ms
+    assert naive[1][0] == naive[1][1] == 1.0   # pools 2 and 4, 50 ms
     assert all(p == 0.0 for row in steady for p in row)
     assert "probability of collapse" in result.stdout

@@ -213,8 +213,8 @@ def run_phase_map(args: argparse.Namespace) -> int:
     from pgsteady.sim.report import phase_map_tables, write_phase_map
 
     config = _config(args)
-    x = phase_map.parse_axis(args.x, args.steps)
-    y = phase_map.parse_axis(args.y, args.steps)
+    x = phase_map.parse_axis(args.x, args.steps, config)
+    y = phase_map.parse_axis(args.y, args.steps, config)
     _check_paths(directory=args.out)
     err = Console(stderr=True)
     started = time.perf_counter()

@@ -46,8 +46,10 @@ class Axis:
         return str(int(value))
 
 
-def parse_axis(text: str, steps: int) -> Axis:
-    """``pool-size=2:40`` -> 2..40 in ``steps`` values (geometric for durations from > 0)."""
+def parse_axis(text: str, steps: int, base: SimConfig | None = None) -> Axis:
+    """``pool-size=2:40`` -> ``steps`` values from 2 to 40, spaced geometrically (the
+    interesting part of a pool size or a latency is near its low end), plus the base
+    setting's own value when it lies inside, so the map has a cell at the marked point."""
     knob, _, span = text.partition("=")
     knob = knob.strip()
     if knob not in AXES:
@@ -63,15 +65,18 @@ def parse_axis(text: str, steps: int) -> Axis:
         raise UsageError(f"{text!r}: {exc}") from None
     if not low < high:
         raise UsageError(f"{text!r}: the range must go from low to high")
-    if kind == "int":
-        values = sorted({round(low + (high - low) * i / max(1, steps - 1))
-                         for i in range(steps)})
-        return Axis(knob, field, kind, tuple(float(v) for v in values))
+    last = max(1, steps - 1)
     if low > 0:
-        ratio = (high / low) ** (1 / max(1, steps - 1))
-        return Axis(knob, field, kind, tuple(low * ratio ** i for i in range(steps)))
-    return Axis(knob, field, kind,
-                tuple(low + (high - low) * i / max(1, steps - 1) for i in range(steps)))
+        values = [low * (high / low) ** (i / last) for i in range(steps)]
+    else:
+        values = [low + (high - low) * i / last for i in range(steps)]
+    if base is not None:
+        marked = float(getattr(base, field))
+        if low <= marked <= high:
+            values.append(marked)
+    digits = 0 if kind == "int" else 6
+    values = [float(round(v, digits)) for v in values]
+    return Axis(knob, field, kind, tuple(sorted(set(values))))
 
 
 def _value(kind: str, text: str) -> float:

@@ -65,8 +65,7 @@ def phase_map_tables(result: PhaseMap) -> list[Table]:
 def _position(axis: Axis, value: float) -> float:
     """Where ``value`` falls on the heatmap's cell grid (fractional index)."""
     values = list(axis.values)
-    scale: Callable[[float], float] = math.log if (axis.kind == "duration" and values[0] > 0
-                                                   and value > 0) else float
+    scale: Callable[[float], float] = math.log if values[0] > 0 and value > 0 else float
     if value <= values[0]:
         return 0.0
     if value >= values[-1]:
@@ -105,11 +104,11 @@ def write_phase_map(phase: PhaseMap, out: Path, marked: SimConfig | None = None)
         ax.set_ylabel(phase.y.knob)
         px = _position(phase.x, float(getattr(point, phase.x.field)))
         py = _position(phase.y, float(getattr(point, phase.y.field)))
-        ax.plot([px], [py], marker="*", markersize=18, color="#1565c0",
-                markeredgecolor="white", label="the seed's setting")
-        ax.legend(loc="upper right", fontsize=7)
+        ax.plot([px], [py], marker="*", markersize=20, markerfacecolor="none",
+                markeredgecolor="#1565c0", markeredgewidth=2)
         b = phase.base
-        ax.set_title(f"{strategy}: probability of collapse ({b.runs} runs per cell)\n"
+        ax.set_title(f"{strategy}: probability of collapse ({b.runs} runs per cell; "
+                     f"blue star: the base setting)\n"
                      f"{b.workers} workers +{b.burst_workers} from {b.burst_start:g}-"
                      f"{b.burst_end:g} s, {b.query_time * 1000:g} ms queries, "
                      f"{b.deadline * 1000:g} ms deadline, {b.poolers} pooler(s)", fontsize=8)
