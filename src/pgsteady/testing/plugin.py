@@ -7,6 +7,9 @@ Fixtures:
     pgsteady_stack      function: ``make(pool_size=1, proxy=True, ...) -> Cluster`` over the
                         session's PostgreSQL; everything it made is stopped after the test
     pgsteady_proxy      function: a :class:`~pgsteady.lab.proxy.FaultProxy` to the server
+    pgsteady_redis      function: a throwaway, password-protected
+                        :class:`~pgsteady.lab.redis_server.RedisServer` (``.url``, ``.client()``,
+                        ``.stop()``, ``.restart()``)
     pgsteady_lock_holder  function: hold a lock of a chosen mode on a table in another
                         session (see :mod:`pgsteady.migrate.testing`)
 
@@ -15,6 +18,7 @@ Markers ``slow`` (long runs) and ``lab`` (lab scenarios) are registered here.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +29,7 @@ import pytest
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir, versions
 from pgsteady.lab.proxy import FaultProxy
+from pgsteady.lab.redis_server import RedisServer
 from pgsteady.migrate.testing import pgsteady_lock_holder  # noqa: F401
 
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
@@ -50,13 +55,23 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def pgsteady_postgres() -> Iterator[Postgres]:
-    """One throwaway PostgreSQL for the whole session."""
+    """One throwaway PostgreSQL for the whole session.
+
+    Its DSNs name its passfile; ``PGPASSFILE`` is also pointed at it for the session (unless
+    already set), so a DSN a test writes by hand (``host=127.0.0.1 port=...``) still logs in.
+    """
     who = _process.run_as()
     workdir = make_workdir(None, who, prefix="pgsteady-test-")
     server = Postgres(workdir, who=who)
+    set_passfile = "PGPASSFILE" not in os.environ
     try:
-        yield server.start()
+        server.start()
+        if set_passfile:
+            os.environ["PGPASSFILE"] = str(server.passfile)
+        yield server
     finally:
+        if set_passfile:
+            os.environ.pop("PGPASSFILE", None)
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -95,3 +110,16 @@ def pgsteady_proxy(pgsteady_postgres: Postgres) -> Iterator[FaultProxy]:
     """A fault proxy straight to the session's PostgreSQL."""
     with FaultProxy(pgsteady_postgres.port) as proxy:
         yield proxy
+
+
+@pytest.fixture
+def pgsteady_redis() -> Iterator[RedisServer]:
+    """A Redis of its own for this test (loopback, password, no persistence)."""
+    who = _process.run_as()
+    workdir = make_workdir(None, who, prefix="pgsteady-redis-")
+    server = RedisServer(workdir, who=who)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
