@@ -28,6 +28,7 @@ This module imports neither psycopg nor pglast (lint imports it and must start f
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +199,15 @@ def flyway_transactional(path: Path, text: str) -> bool:
         if match is not None:
             return match["value"].lower() != "false"
     return True
+
+
+def flyway_checksum(text: str) -> int:
+    """Flyway's checksum of a script: CRC32 over its lines without line breaks, as a signed
+    32-bit number (what ``flyway_schema_history.checksum`` holds)."""
+    crc = 0
+    for line in re.split(r"\r\n|\r|\n", text.removeprefix("\ufeff")):
+        crc = zlib.crc32(line.encode("utf-8"), crc)
+    return crc - 2**32 if crc >= 2**31 else crc
 
 
 def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:

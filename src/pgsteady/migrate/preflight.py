@@ -27,7 +27,7 @@ from pgsteady.settings import scrub
 log = logging.getLogger("pgsteady.migrate")
 
 QUERY_CHARS = 200
-_SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
+SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
                                "REINDEX INDEX CONCURRENTLY", "DETACH PARTITION CONCURRENTLY"})
 
 
@@ -168,7 +168,7 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
 def _waits_for(statement: StatementInfo) -> list[Target]:
     """The statement's targets, plus what a concurrent index build waits out: writers."""
     targets = list(statement.targets)
-    if statement.kind in _SNAPSHOT_WAITERS:
+    if statement.kind in SNAPSHOT_WAITERS:
         # After taking SHARE UPDATE EXCLUSIVE it waits for every transaction holding a lock
         # that conflicts with SHARE (any writer), then for old snapshots.
         targets += [Target(t.schema, t.name, LockMode.SHARE) for t in statement.targets]
@@ -218,7 +218,7 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
     report = Report(list(pending))
     needs = [need for m in pending for need in resolve(conn, m, m.statements)]
     report.blockers += blockers_for(conn, needs, min_age=min_age)
-    waiting = [(m, s) for m in pending for s in m.statements if s.kind in _SNAPSHOT_WAITERS]
+    waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:
         migration, statement = waiting[0]
         named = {b.session.pid for b in report.blockers}
