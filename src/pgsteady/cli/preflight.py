@@ -44,12 +44,13 @@ def print_report(report: Report) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    migrations = source.load_dir(args.dir)
+    migrations = source.load_dir(args.dir, args.layout)
     report = apply.run_preflight(dsn_of(args), migrations, policy_of(args))
     if args.json:
         print(json.dumps({
             "schema_version": SCHEMA_VERSION, "ok": report.ok,
-            "pending": [{"version": m.version, "name": m.name, "file": str(m.path)}
+            "pending": [{"version": m.version if m.tag == str(m.version) else m.tag,
+                         "name": m.name, "file": str(m.path)}
                         for m in report.pending],
             "blockers": [b.as_dict() for b in report.blockers]}, indent=2))
     else:
