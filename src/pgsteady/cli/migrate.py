@@ -14,6 +14,8 @@ from pgsteady.migrate import apply, history, layouts, source, status
 from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1
+# Layouts whose versions are whole numbers in their history; others are text (1.2, names).
+NUMERIC = ("pgsteady", "goose", "golang-migrate")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +109,7 @@ def policy_of(args: argparse.Namespace) -> apply.Policy:
 
 def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
     return [{
-        "version": m.version if m.tag == str(m.version) else m.tag, "name": m.name,
+        "version": m.version if m.layout in NUMERIC else m.tag, "name": m.name,
         "file": str(m.path), "transactional": m.transactional,
         "statements": [{
             "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,

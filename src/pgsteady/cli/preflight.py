@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from pgsteady.cli.migrate import SCHEMA_VERSION, add_common, dsn_of, policy_of
+from pgsteady.cli.migrate import NUMERIC, SCHEMA_VERSION, add_common, dsn_of, policy_of
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK
 from pgsteady.migrate import apply, source
 from pgsteady.migrate.preflight import Report
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "schema_version": SCHEMA_VERSION, "ok": report.ok,
-            "pending": [{"version": m.version if m.tag == str(m.version) else m.tag,
+            "pending": [{"version": m.version if m.layout in NUMERIC else m.tag,
                          "name": m.name, "file": str(m.path)}
                         for m in report.pending],
             "blockers": [b.as_dict() for b in report.blockers]}, indent=2))

@@ -344,25 +344,33 @@ def accept(dsn: str, migrations: Sequence[Migration], tags: Sequence[str],
     Applies nothing else."""
     policy = policy or Policy()
     store = store_of(policy, migrations)
-    done: list[status.Entry] = []
-    with connect(dsn) as conn, runner_lock(conn, policy.runner_wait):
+    with connect(dsn) as conn:
         refuse_transaction_pooler(conn, dsn)
-        backstop(conn, policy)
-        entries = {e.tag: e for e in states(conn, migrations, policy)}
-        for tag in tags:
-            entry = entries.get(tag) or _entry_by_version(entries, tag)
-            if entry is None or entry.state not in (status.CHANGED, status.MISSING,
-                                                    status.UNFINISHED):
-                state = "unknown" if entry is None else entry.state
-                raise UsageError(f"--accept {tag}: nothing to accept, that version is {state}; "
-                                 f"see pgsteady migrate --status")
-            with conn.transaction():
-                if entry.state == status.MISSING and entry.row is not None:
-                    store.forget(conn, entry.row)
-                elif entry.migration is not None:
-                    store.realign(conn, entry.migration)
-            log.warning("accepted %s", entry.describe())
-            done.append(entry)
+        with runner_lock(conn, policy.runner_wait):
+            backstop(conn, policy)
+            done = _accept(conn, store, migrations, tags, policy)
+    return done
+
+
+def _accept(conn: psycopg.Connection[Any], store: history.Store,
+            migrations: Sequence[Migration], tags: Sequence[str],
+            policy: Policy) -> list[status.Entry]:
+    done: list[status.Entry] = []
+    entries = {e.tag: e for e in states(conn, migrations, policy)}
+    for tag in tags:
+        entry = entries.get(tag) or _entry_by_version(entries, tag)
+        if entry is None or entry.state not in (status.CHANGED, status.MISSING,
+                                                status.UNFINISHED):
+            state = "unknown" if entry is None else entry.state
+            raise UsageError(f"--accept {tag}: nothing to accept, that version is {state}; "
+                             f"see pgsteady migrate --status")
+        with conn.transaction():
+            if entry.state == status.MISSING and entry.row is not None:
+                store.forget(conn, entry.row)
+            elif entry.migration is not None:
+                store.realign(conn, entry.migration)
+        log.warning("accepted %s", entry.describe())
+        done.append(entry)
     return done
 
 
@@ -424,9 +432,17 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
     MigrationError (a statement failed), CannotConnect.
     """
     policy = policy or Policy()
+    with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)  # before the runner lock: it must not leak
+        return _migrate(conn, migrations, policy, check_first=check_first,
+                        on_applied=on_applied, baseline_tag=baseline_tag)
+
+
+def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], policy: Policy,
+             *, check_first: bool, on_applied: Callable[[Applied], None] | None,
+             baseline_tag: str | None) -> list[Applied]:
     done: list[Applied] = []
-    with connect(dsn) as conn, runner_lock(conn, policy.runner_wait):
-        refuse_transaction_pooler(conn, dsn)
+    with runner_lock(conn, policy.runner_wait):
         backstop(conn, policy)
         if baseline_tag is not None:
             baseline(conn, migrations, baseline_tag, policy)

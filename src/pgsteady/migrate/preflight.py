@@ -23,6 +23,7 @@ from pgsteady.migrate import queries
 from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
+from pgsteady.sqltext import shorten
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -84,7 +85,7 @@ class Blocker:
             what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
         query = self.session.query
         if query_chars and query:
-            excerpt = query if len(query) <= query_chars else query[:query_chars - 3] + "..."
+            excerpt = shorten(query, query_chars)  # the query was scrubbed whole already
             what += f"; its query: {excerpt}"
         return f"{self.session.describe()} {what}"
 
@@ -140,7 +141,8 @@ def _round(value: float | None) -> float | None:
 
 def _session(row: dict[str, Any]) -> Session:
     return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
-                   row["state"], row["xact_age"], row["query_age"], scrub(row["query"]))
+                   row["state"], row["xact_age"], row["query_age"],
+                   shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
 
 
 def resolve(conn: psycopg.Connection[Any], migration: Migration | None,

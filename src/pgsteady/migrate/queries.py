@@ -29,7 +29,8 @@ _SESSION_COLUMNS = """
     coalesce(a.state, '') AS state,
     extract(epoch FROM now() - a.xact_start)::float8 AS xact_age,
     extract(epoch FROM now() - a.query_start)::float8 AS query_age,
-    left(regexp_replace(coalesce(a.query, ''), '\\s+', ' ', 'g'), %(query_chars)s) AS query
+    -- whole (track_activity_query_size bounds it): secrets are masked before it is cut
+    regexp_replace(coalesce(a.query, ''), '\\s+', ' ', 'g') AS query
 """
 
 RUNNER_LOCK_HOLDER = f"""
@@ -224,16 +225,17 @@ FROM {}""",
                            "WHERE version = %(tag)s AND success",
     ("prisma", "start"): """
 INSERT INTO {} (id, checksum, migration_name, started_at, applied_steps_count)
-SELECT %(id)s, %(checksum)s, %(tag)s, now(), 0
-WHERE NOT EXISTS (SELECT 1 FROM {} WHERE migration_name = %(tag)s AND finished_at IS NULL
+SELECT %(id)s::varchar, %(checksum)s::varchar, %(tag)s::varchar, now(), 0
+WHERE NOT EXISTS (SELECT 1 FROM {} WHERE migration_name = %(tag)s::varchar AND finished_at IS NULL
                   AND rolled_back_at IS NULL)""",
     ("prisma", "record"): """
 WITH done AS (
     UPDATE {} SET finished_at = now(), applied_steps_count = 1
-    WHERE migration_name = %(tag)s AND finished_at IS NULL AND rolled_back_at IS NULL
+    WHERE migration_name = %(tag)s::varchar AND finished_at IS NULL AND rolled_back_at IS NULL
     RETURNING 1)
 INSERT INTO {} (id, checksum, finished_at, migration_name, started_at, applied_steps_count)
-SELECT %(id)s, %(checksum)s, now(), %(tag)s, now(), 1 WHERE NOT EXISTS (SELECT 1 FROM done)""",
+SELECT %(id)s::varchar, %(checksum)s::varchar, now(), %(tag)s::varchar, now(), 1
+WHERE NOT EXISTS (SELECT 1 FROM done)""",
     ("prisma", "forget"): "DELETE FROM {} WHERE migration_name = %(tag)s",
     ("prisma", "realign"): "UPDATE {} SET checksum = %(checksum)s WHERE migration_name = "
                            "%(tag)s AND finished_at IS NOT NULL AND rolled_back_at IS NULL",
