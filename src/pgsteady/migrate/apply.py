@@ -545,8 +545,9 @@ def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None
 def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
                    policy: Policy, store: history.Store, start: float) -> None:
     with conn.transaction():
-        _set(conn, "lock_timeout", attempt.lock_timeout, local=True)
-        _set(conn, "statement_timeout", policy.statement_timeout, local=True)
+        conn.execute(queries.SET_LOCAL_TIMEOUTS, {  # both in one round trip
+            "lock_timeout": pg_interval(attempt.lock_timeout),
+            "statement_timeout": pg_interval(policy.statement_timeout)})
         _run_statements(conn, migration)
         store.record(conn, migration, attempt.number, time.monotonic() - start)
 

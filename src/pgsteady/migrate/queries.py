@@ -18,6 +18,8 @@ RUNNER_LOCK_KEY = (RUNNER_LOCK_HI << 32) | RUNNER_LOCK_LO
 # Session settings local to the current transaction (is_local = true) or to the session.
 SET_LOCAL = "SELECT set_config(%(name)s, %(value)s, true)"
 SET_SESSION = "SELECT set_config(%(name)s, %(value)s, false)"
+SET_LOCAL_TIMEOUTS = ("SELECT set_config('lock_timeout', %(lock_timeout)s, true), "
+                      "set_config('statement_timeout', %(statement_timeout)s, true)")
 
 TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s)"
 RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s)"
