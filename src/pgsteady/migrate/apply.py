@@ -542,14 +542,44 @@ def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None
             raise _StatementFailed(migration.where(statement), statement, exc) from exc
 
 
+class _CountingCursor(psycopg.Cursor[Any]):
+    """Counts the statements of a multi-statement query that succeeded before an error, so a
+    migration sent in one round trip still names the statement that failed."""
+
+    succeeded: int | None = None
+
+    def _check_results(self, results: list[Any]) -> None:
+        fatal = psycopg.pq.ExecStatus.FATAL_ERROR
+        self.succeeded = next((i for i, r in enumerate(results) if r.status == fatal),
+                              len(results))
+        super()._check_results(results)
+
+
 def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
                    policy: Policy, store: history.Store, start: float) -> None:
-    with conn.transaction():
-        conn.execute(queries.SET_LOCAL_TIMEOUTS, {  # both in one round trip
-            "lock_timeout": pg_interval(attempt.lock_timeout),
-            "statement_timeout": pg_interval(policy.statement_timeout)})
-        _run_statements(conn, migration)
-        store.record(conn, migration, attempt.number, time.monotonic() - start)
+    """The whole migration in one round trip: BEGIN, its timeouts, its statements, its history
+    row, COMMIT (a psql session needs a round trip per statement)."""
+    timeouts = psycopg.ClientCursor(conn).mogrify(queries.SET_LOCAL_TIMEOUTS, {
+        "lock_timeout": pg_interval(attempt.lock_timeout),
+        "statement_timeout": pg_interval(policy.statement_timeout)})
+    record = store.record_sql(conn, migration, attempt.number, time.monotonic() - start)
+    parts = ["BEGIN", timeouts, *(s.sql for s in migration.statements), *record, "COMMIT"]
+    cursor = _CountingCursor(conn)
+    try:
+        cursor.execute("\n;\n".join(parts))  # type: ignore[arg-type,unused-ignore]  # user SQL
+    except psycopg.Error as exc:
+        if not conn.closed and conn.info.transaction_status != \
+                psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+        index = -1 if cursor.succeeded is None else cursor.succeeded - 2
+        if 0 <= index < len(migration.statements):
+            statement = migration.statements[index]
+            raise _StatementFailed(migration.where(statement), statement, exc) from exc
+        if cursor.succeeded is None and not isinstance(exc, psycopg.OperationalError):
+            # cannot tell which one (psycopg changed?): the first, with the error itself
+            statement = migration.statements[0]
+            raise _StatementFailed(migration.path.name, statement, exc) from exc
+        raise
 
 
 def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
