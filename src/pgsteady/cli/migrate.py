@@ -10,7 +10,7 @@ from typing import Any
 
 from pgsteady.cli import _args
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, MigrationError
-from pgsteady.migrate import apply, history, layouts, source, status
+from pgsteady.migrate import apply, history, layouts, repair, source, status
 from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if args.status:
         return run_status(args, migrations, policy)
     if args.accept:
-        accepted = apply.accept(dsn, migrations, args.accept, policy)
+        accepted = repair.accept(dsn, migrations, args.accept, policy)
         if args.json:
             print(json.dumps({"schema_version": SCHEMA_VERSION,
                               "accepted": [e.as_dict() for e in accepted]}, indent=2))

@@ -10,6 +10,11 @@ Readers queued behind it are therefore never stalled longer than the current loc
 One runner at a time: a session advisory lock, waited for a bounded time; the error names the
 session holding it. ``no-transaction`` migrations (``CREATE INDEX CONCURRENTLY``) run alone,
 with their own timeouts; an INVALID index a failed try left is dropped before the next try.
+
+The history is the migrations' tool's own table (:mod:`~pgsteady.migrate.history`); before
+anything runs, the folder and that history must agree (:mod:`~pgsteady.migrate.status`).
+A transactional migration travels in one round trip (BEGIN, timeouts, statements, history
+row, COMMIT), so a folder of small migrations applies as fast as one psql session.
 """
 
 from __future__ import annotations
@@ -335,50 +340,6 @@ def pending(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
     if wrong:
         raise MigrationError(status.refusal(wrong, store_of(policy, migrations).qualified))
     return status.pending(entries)
-
-
-def accept(dsn: str, migrations: Sequence[Migration], tags: Sequence[str],
-           policy: Policy | None = None) -> list[status.Entry]:
-    """Accept intended disagreements (Flyway's ``repair``): an edited or renamed file's new
-    name and checksum, a missing file's row removed, an unfinished one recorded as applied.
-    Applies nothing else."""
-    policy = policy or Policy()
-    store = store_of(policy, migrations)
-    with connect(dsn) as conn:
-        refuse_transaction_pooler(conn, dsn)
-        with runner_lock(conn, policy.runner_wait):
-            backstop(conn, policy)
-            done = _accept(conn, store, migrations, tags, policy)
-    return done
-
-
-def _accept(conn: psycopg.Connection[Any], store: history.Store,
-            migrations: Sequence[Migration], tags: Sequence[str],
-            policy: Policy) -> list[status.Entry]:
-    done: list[status.Entry] = []
-    entries = {e.tag: e for e in states(conn, migrations, policy)}
-    for tag in tags:
-        entry = entries.get(tag) or _entry_by_version(entries, tag)
-        if entry is None or entry.state not in (status.CHANGED, status.MISSING,
-                                                status.UNFINISHED):
-            state = "unknown" if entry is None else entry.state
-            raise UsageError(f"--accept {tag}: nothing to accept, that version is {state}; "
-                             f"see pgsteady migrate --status")
-        with conn.transaction():
-            if entry.state == status.MISSING and entry.row is not None:
-                store.forget(conn, entry.row)
-            elif entry.migration is not None:
-                store.realign(conn, entry.migration)
-        log.warning("accepted %s", entry.describe())
-        done.append(entry)
-    return done
-
-
-def _entry_by_version(entries: dict[str, status.Entry], tag: str) -> status.Entry | None:
-    for entry in entries.values():
-        if entry.migration is not None and str(entry.migration.version) == tag:
-            return entry
-    return None
 
 
 def baseline(conn: psycopg.Connection[Any], migrations: Sequence[Migration], tag: str,

@@ -253,8 +253,10 @@ INSERT INTO {} (id, checksum, finished_at, migration_name, started_at, applied_s
 SELECT %(id)s::varchar, %(checksum)s::varchar, now(), %(tag)s::varchar, now(), 1
 WHERE NOT EXISTS (SELECT 1 FROM done)""",
     ("prisma", "forget"): "DELETE FROM {} WHERE migration_name = %(tag)s",
-    ("prisma", "realign"): "UPDATE {} SET checksum = %(checksum)s WHERE migration_name = "
-                           "%(tag)s AND finished_at IS NOT NULL AND rolled_back_at IS NULL",
+    # as `prisma migrate resolve --applied`: a failed (unfinished) row counts as applied
+    ("prisma", "realign"): "UPDATE {} SET checksum = %(checksum)s, finished_at = "
+                           "coalesce(finished_at, now()) WHERE migration_name = %(tag)s "
+                           "AND rolled_back_at IS NULL",
 }
 
 
