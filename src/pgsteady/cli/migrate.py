@@ -151,6 +151,7 @@ def print_status(entries: list[status.Entry], where: str) -> None:
 def run_status(args: argparse.Namespace, migrations: list[Migration],
                policy: apply.Policy) -> int:
     with apply.connect(dsn_of(args)) as conn:
+        apply.refuse_transaction_pooler(conn, dsn_of(args))
         apply.backstop(conn, policy)
         entries = apply.states(conn, migrations, policy)
     where = apply.store_of(policy, migrations).qualified

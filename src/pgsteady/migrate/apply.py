@@ -369,6 +369,7 @@ def plan(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None
     """The pending migrations, applying nothing (``--plan``)."""
     policy = policy or Policy()
     with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)  # its session settings would leak too
         backstop(conn, policy)
         return pending(conn, migrations, policy)
 
@@ -378,6 +379,7 @@ def run_preflight(dsn: str, migrations: Sequence[Migration], policy: Policy | No
     """Preflight the pending migrations on a fresh connection (``pgsteady preflight``)."""
     policy = policy or Policy()
     with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)
         backstop(conn, policy)
         return preflight.check(conn, pending(conn, migrations, policy),
                                min_age=policy.blocker_age)
