@@ -120,13 +120,19 @@ class Applied:
 
 
 class _StatementFailed(Exception):
-    """Carries which statement failed out of the rolled-back transaction."""
+    """Carries which statement failed out of the rolled-back transaction.
 
-    def __init__(self, where: str, statement: StatementInfo, cause: psycopg.Error) -> None:
+    ``sent_offset``: where the statement's text started in the query string sent (a whole
+    migration goes in one message), so PostgreSQL's error position (``diag.statement_position``,
+    1-based, over that string) minus it is the position within the statement."""
+
+    def __init__(self, where: str, statement: StatementInfo, cause: psycopg.Error,
+                 sent_offset: int = 0) -> None:
         super().__init__(str(cause))
         self.where = where
         self.statement = statement
         self.cause = cause
+        self.sent_offset = sent_offset
 
 
 def pg_error(exc: BaseException) -> BaseException | None:
@@ -527,9 +533,10 @@ def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt:
         "statement_timeout": pg_interval(policy.statement_timeout)})
     record = store.record_sql(conn, migration, attempt.number, time.monotonic() - start)
     parts = ["BEGIN", timeouts, *(s.sql for s in migration.statements), *record, "COMMIT"]
+    separator = "\n;\n"  # a statement may end in a -- comment
     cursor = _CountingCursor(conn)
     try:
-        cursor.execute("\n;\n".join(parts))  # type: ignore[arg-type,unused-ignore]  # user SQL
+        cursor.execute(separator.join(parts))  # type: ignore[arg-type,unused-ignore]  # user SQL
     except psycopg.Error as exc:
         if not conn.closed and conn.info.transaction_status != \
                 psycopg.pq.TransactionStatus.IDLE:
@@ -537,7 +544,9 @@ def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt:
         index = -1 if cursor.succeeded is None else cursor.succeeded - 2
         if 0 <= index < len(migration.statements):
             statement = migration.statements[index]
-            raise _StatementFailed(migration.where(statement), statement, exc) from exc
+            offset = sum(len(p) + len(separator) for p in parts[:index + 2])
+            raise _StatementFailed(migration.where(statement), statement, exc,
+                                   offset) from exc
         if cursor.succeeded is None and not isinstance(exc, psycopg.OperationalError):
             # cannot tell which one (psycopg changed?): the first, with the error itself
             statement = migration.statements[0]
