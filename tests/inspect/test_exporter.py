@@ -1,0 +1,167 @@
+"""The exporter on real servers: seed 002's lock queue, a PgBouncer stuck refilling, and a
+PostgreSQL that never answers, each read within the scrape's deadline."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import psycopg
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.conninfo import conninfo_to_dict
+from test_doctor_seed import QUEUED, ROOT_LABEL, seed_scene  # noqa: F401  (a fixture)
+
+from pgsteady.cli import main
+from pgsteady.inspect.exporter import Exporter, ExporterCollector
+
+PGSTEADY = [sys.executable, "-m", "pgsteady"]
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _scrape_text(exporter: Exporter) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ExporterCollector(exporter))
+    return generate_latest(registry).decode()
+
+
+def test_scrape_during_the_seed_002_scene(seed_scene):  # noqa: F811
+    """A scrape while the ALTER waits behind the dashboard read shows the queue on orgs
+    (>= 20) and the reader's application_name as the blocking root, in under a second."""
+    exporter = Exporter(seed_scene["dsn"], timeout=3.0)
+    try:
+        start = time.monotonic()
+        samples = _samples(_scrape_text(exporter))
+        elapsed = time.monotonic() - start
+    finally:
+        exporter.close()
+    assert elapsed < 2.0
+    assert samples[("pgsteady_up", (("source", "postgres"),))] == 1
+    assert samples[("pgsteady_lock_queue_length", (("relation", "public.orgs"),))] >= QUEUED
+    roots = {dict(labels)["application_name"]: value for (name, labels), value
+             in samples.items() if name == "pgsteady_blocking_root_seconds"}
+    assert set(roots) == {ROOT_LABEL}
+    assert roots[ROOT_LABEL] > 0
+    longest = {dict(labels)["application_name"] for (name, labels) in samples
+               if name == "pgsteady_longest_transaction_seconds"}
+    assert ROOT_LABEL in longest
+    assert 0 < samples[("pgsteady_connections_used_ratio", ())] < 1
+
+
+def test_refill_stuck_across_scrapes(pgsteady_stack, pgsteady_database):
+    """New server connections vanish at the proxy while clients wait in PgBouncer: the second
+    scrape shows refill_stuck_seconds > 0 and waiting clients; once healthy it is 0 again."""
+    lab = pgsteady_stack(pool_size=2, proxy=True,
+                         pgbouncer_settings={"server_connect_timeout": 5})
+    dsn = lab.pooled_dsn(pgsteady_database.name)
+    exporter = Exporter(pgbouncer=lab.admin_dsn, timeout=3.0)
+    key = {"database": pgsteady_database.name, "user": conninfo_to_dict(dsn)["user"]}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT 1")  # the pool exists
+    lab.pgbouncer.admin("KILL " + pgsteady_database.name)  # a cold pool
+    lab.pgbouncer.admin("RESUME " + pgsteady_database.name)
+    lab.proxy.blackhole(True)
+    stop = threading.Event()
+    clients: list[threading.Thread] = []
+
+    def client() -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=20) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            pass  # PgBouncer stopped at teardown
+
+    def arrive() -> None:
+        for _ in range(30):  # bounded arrivals, one every 150 ms
+            if stop.is_set():
+                return
+            t = threading.Thread(target=client, daemon=True)
+            t.start()
+            clients.append(t)
+            time.sleep(0.15)
+
+    arrivals = threading.Thread(target=arrive)
+    arrivals.start()
+    try:
+        time.sleep(0.3)
+        first = exporter.scrape()
+        time.sleep(1.0)
+        second = exporter.scrape()
+    finally:
+        stop.set()
+        arrivals.join(5)
+        lab.proxy.blackhole(False)
+        lab.proxy.reset()
+    try:
+        assert second.up == {"pgbouncer": True}
+        stuck = second.value("pgsteady_pgbouncer_refill_stuck_seconds", **key)
+        assert stuck is not None and stuck >= 0.5, (first.values, second.values)
+        assert (second.value("pgsteady_pgbouncer_clients_waiting", **key) or 0) > 0
+        for t in clients:
+            t.join(15)
+        assert not any(t.is_alive() for t in clients)
+        healthy = exporter.scrape()
+        assert healthy.value("pgsteady_pgbouncer_refill_stuck_seconds", **key) == 0
+    finally:
+        exporter.close()
+
+
+def test_unreachable_postgres_answers_within_the_deadline():
+    """PostgreSQL accepts TCP but never answers: `pgsteady exporter` still answers /metrics
+    within its 0.5 s scrape deadline (plus slack) with pgsteady_up{source="postgres"} 0, and
+    stops with exit 0 on SIGTERM."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel accepts; nobody ever speaks
+    port = silent.getsockname()[1]
+    proc = subprocess.Popen(
+        [*PGSTEADY, "exporter", "--dsn", f"host=127.0.0.1 port={port} dbname=x user=x",
+         "--listen", "127.0.0.1:0", "--scrape-timeout", "0.5s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line)
+        assert match, line
+        url = f"http://127.0.0.1:{match[1]}/metrics"
+        for _ in range(2):  # the second finds the first read still busy, and waits on it
+            start = time.monotonic()
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                assert answer.status == 200
+                body = answer.read().decode()
+            assert time.monotonic() - start < 1.5
+            assert _samples(body)[("pgsteady_up", (("source", "postgres"),))] == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        silent.close()
+
+
+def test_bad_options_are_one_line_exit_2(capsys):
+    """A bad --listen, a zero --interval and a zero --scrape-timeout are usage errors."""
+    cases = [["exporter", "--dsn", "x", "--listen", "localhost"],
+             ["exporter", "--dsn", "x", "--scrape-timeout", "0"],
+             ["watch", "--dsn", "x", "--interval", "0s"],
+             ["watch", "--dsn", "x", "--interval", "-1s"]]
+    for argv in cases:
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code == 2, (argv, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert "Traceback" not in err
