@@ -6,10 +6,11 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from pgsteady.cli import _args
-from pgsteady.errors import EXIT_OK, MigrationError
+from pgsteady.errors import EXIT_OK, BadMigration, MigrationError
 from pgsteady.migrate import apply, source
 from pgsteady.migrate.source import Migration
 
@@ -58,6 +59,10 @@ def register(verbs: Any) -> None:
                              "apply nothing")
     parser.add_argument("--no-preflight", action="store_true",
                         help="skip the check for sessions that would block the migrations")
+    parser.add_argument("--metrics-file", metavar="PATH",
+                        help="write the run's outcome for node_exporter's textfile collector "
+                             "(pgsteady_migration_last_run_*), atomically, on success and on "
+                             "failure")
     parser.set_defaults(run=run)
 
 
@@ -106,6 +111,39 @@ def print_plan(pending: list[Migration]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    metrics_file = None if args.plan else getattr(args, "metrics_file", None)
+    if metrics_file is None:
+        return _run(args, [])
+    from pgsteady.migrate import textfile
+
+    textfile.check_path(metrics_file)
+    started = time.monotonic()
+    applied: list[apply.Applied] = []
+    failure: BaseException | None = None
+    try:
+        return _run(args, applied)
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        # Count what is left only when the database answered (a refused or failed migration).
+        reached = isinstance(failure, MigrationError) and not isinstance(failure, BadMigration)
+        pending = 0 if failure is None else _pending_or_none(args) if reached else None
+        textfile.write_run(metrics_file, success=failure is None,
+                           seconds=time.monotonic() - started,
+                           tries=sum(a.tries for a in applied), applied=len(applied),
+                           pending=pending)
+
+
+def _pending_or_none(args: argparse.Namespace) -> int | None:
+    """After a failure: how many migrations are still pending (None when that is unknown)."""
+    try:
+        return len(apply.plan(dsn_of(args), source.load_dir(args.dir), policy_of(args)))
+    except Exception:  # the run already failed; its own error is what gets reported
+        return None
+
+
+def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
     migrations = source.load_dir(args.dir)  # every file checked before anything runs
     policy = policy_of(args)
     dsn = dsn_of(args)
@@ -117,8 +155,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_plan(pending)
         return EXIT_OK
-
-    applied: list[apply.Applied] = []
 
     def report(done: apply.Applied) -> None:
         applied.append(done)
