@@ -62,7 +62,7 @@ def test_watch_in_tmux(seed_scene, pgsteady_stack, pgsteady_database, tmp_path):
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10, check=False)
     with psycopg.connect(seed_scene["dsn"], autocommit=True) as conn:
         left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name "
-                            "LIKE 'pgsteady-doctor@%'").fetchone()
+                            "LIKE 'pgsteady-watch@%'").fetchone()
     assert left == (0,)
 
 

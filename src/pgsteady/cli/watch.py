@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(Path(args.config) if args.config else None)
     dsn, pgbouncer, pgbouncer_log = sources(args)
     exporter = Exporter(dsn, pgbouncer, pgbouncer_log,
-                        timeout=min(args.scrape_timeout, max(args.interval, MIN_INTERVAL)))
+                        timeout=min(args.scrape_timeout, max(args.interval, MIN_INTERVAL)),
+                        label="pgsteady-watch")
     evaluator = Evaluator(config)
     as_lines = args.json_lines or not sys.stdout.isatty()
     try:

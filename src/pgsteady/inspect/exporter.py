@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from pgsteady.inspect import pgbouncer as bouncer
 from pgsteady.inspect import postgres
-from pgsteady.settings import scrub
+from pgsteady.settings import default_label, scrub
 
 log = logging.getLogger("pgsteady.inspect")
 
@@ -60,8 +60,8 @@ METRICS: tuple[MetricDef, ...] = (
               "1 if the last scrape read this source (postgres, pgbouncer, pgbouncer_log) "
               "within its deadline, else 0"),
     MetricDef("pgsteady_lock_queue_length", "gauge", ("relation",),
-              "sessions waiting for a lock on the relation (an ALTER waiting behind a long "
-              "query, and everything queued behind it)"),
+              "sessions waiting for a table lock on the relation (an ALTER waiting behind a "
+              "long query, and everything queued behind it)"),
     MetricDef("pgsteady_blocking_root_seconds", "gauge", ("application_name",),
               "how long the oldest wait behind a root blocker (blocks others, waits for "
               "nothing) has lasted"),
@@ -89,7 +89,7 @@ METRICS: tuple[MetricDef, ...] = (
               "how long the oldest waiting client has waited (maxwait)"),
     MetricDef("pgsteady_pgbouncer_refill_stuck_seconds", "gauge", ("database", "user"),
               "how long a server login has been pending while clients wait and no server "
-              "connection came up, across scrapes (seed 000's pool drain); 0 when not stuck"),
+              "connection came up, across scrapes (the pool drain); 0 when not stuck"),
     MetricDef("pgsteady_pgbouncer_not_ready_closures_total", "counter", (),
               "server connections closed because their client left while the server was not "
               "ready (log lines since the exporter started)"),
@@ -130,8 +130,8 @@ def _top(per_label: Mapping[str, float], key: str) -> list[tuple[Labels, float]]
 
 def postgres_values(snap: postgres.PostgresSnapshot) -> Values:
     """The PostgreSQL gauges of one snapshot."""
-    queues: Counter[str] = Counter(lock.relation for lock in snap.locks
-                                   if not lock.granted and lock.relation)
+    queues: Counter[str] = Counter(lock.relation for lock in snap.locks if not lock.granted
+                                   and lock.locktype == "relation" and lock.relation)
     roots: dict[str, float] = {}
     for chain in snap.chains:
         roots[chain.root.label] = max(roots.get(chain.root.label, 0.0), chain.longest_wait)
@@ -256,14 +256,15 @@ class Exporter:
 
     def __init__(self, dsn: str | None = None, pgbouncer: str | None = None,
                  pgbouncer_log: str | os.PathLike[str] | None = None, *,
-                 timeout: float = SCRAPE_TIMEOUT) -> None:
+                 timeout: float = SCRAPE_TIMEOUT, label: str = "pgsteady-exporter") -> None:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._refill = RefillTracker()
         self._sources: list[_Source] = []
         if dsn is not None:
+            name = default_label(label)
             self._sources.append(_Source("postgres", lambda deadline: postgres.take_snapshot(
-                dsn, deadline=deadline, query_chars=QUERY_CHARS)))
+                dsn, deadline=deadline, query_chars=QUERY_CHARS, application_name=name)))
         if pgbouncer is not None:
             self._sources.append(_Source("pgbouncer", lambda deadline: bouncer.sample(
                 pgbouncer, samples=1, deadline=deadline)))

@@ -1,5 +1,5 @@
 """A migration run's outcome in node_exporter's textfile format, so "failed or slow
-migrations" can page (seed 002): ``pgsteady migrate --metrics-file PATH``.
+migrations" can page (the migration outage): ``pgsteady migrate --metrics-file PATH``.
 
 Written atomically (prometheus-client writes a temporary file beside ``PATH`` and renames it),
 so node_exporter never reads half a file; written on success and on failure alike.
