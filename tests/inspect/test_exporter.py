@@ -179,3 +179,40 @@ def test_readme_documents_every_metric():
     for metric in METRICS:
         assert metric.name in rows, metric.name
         assert rows[metric.name] == (metric.kind, ", ".join(metric.labels) or "-")
+
+
+NOT_READY_LINE = ("2026-11-30 20:23:09.815 UTC [2788] LOG S-0x1: postgres/postgres@127.0.0.1:"
+                  "44315 closing because: client disconnect while server was not ready (age=1s)\n")
+CANCEL_LINE = ("2026-11-30 20:23:08.515 UTC [2788] LOG C-0x2: (nodb)/(nouser)@127.0.0.1:53838 "
+               "closing because: cancel request for idle client (age=0s)\n")
+
+
+def test_log_counters_count_from_start_and_follow_rotation(tmp_path):
+    """Lines already in the log are not counted; new ones are (a half-written line waits for
+    its end); after the log is rotated the counters keep growing; a missing log is down."""
+    path = tmp_path / "pgbouncer.log"
+    path.write_text(NOT_READY_LINE * 5)
+    exporter = Exporter(pgbouncer_log=path, timeout=2.0)
+    try:
+        def totals() -> tuple[float | None, float | None]:
+            scrape = exporter.scrape()
+            return (scrape.value("pgsteady_pgbouncer_not_ready_closures_total"),
+                    scrape.value("pgsteady_pgbouncer_dropped_cancels_total"))
+
+        assert totals() == (0, 0)
+        with path.open("a") as f:
+            f.write(NOT_READY_LINE * 3 + CANCEL_LINE + NOT_READY_LINE[:40])
+        assert totals() == (3, 1)
+        with path.open("a") as f:
+            f.write(NOT_READY_LINE[40:])
+        assert totals() == (4, 1)
+        path.rename(tmp_path / "pgbouncer.log.1")
+        path.write_text(NOT_READY_LINE * 2)
+        assert totals() == (6, 1)
+        path.unlink()
+        scrape = exporter.scrape()
+        assert scrape.up == {"pgbouncer_log": False} and "pgbouncer.log" in scrape.errors[
+            "pgbouncer_log"]
+        assert "pgsteady_pgbouncer_not_ready_closures_total" not in _scrape_text(exporter)
+    finally:
+        exporter.close()
