@@ -150,9 +150,16 @@ def test_unreachable_postgres_answers_within_the_deadline():
         silent.close()
 
 
-def test_bad_options_are_one_line_exit_2(capsys):
-    """A bad --listen, a zero --interval and a zero --scrape-timeout are usage errors."""
-    cases = [["exporter", "--dsn", "x", "--listen", "localhost"],
+def test_bad_options_are_one_line_exit_2(capsys, tmp_path):
+    """A bad --listen, a zero --interval, a zero --scrape-timeout, and an alerts config with
+    an unknown key or a negative duration given to watch are usage errors."""
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("lock_queue_lenght = 5\n")
+    negative = tmp_path / "negative.toml"
+    negative.write_text('lock_queue_length_for = "-5s"\n')
+    cases = [["watch", "--dsn", "x", "--config", str(unknown)],
+             ["watch", "--dsn", "x", "--config", str(negative)],
+             ["exporter", "--dsn", "x", "--listen", "localhost"],
              ["exporter", "--dsn", "x", "--scrape-timeout", "0"],
              ["watch", "--dsn", "x", "--interval", "0s"],
              ["watch", "--dsn", "x", "--interval", "-1s"]]
