@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +38,7 @@ log = logging.getLogger("pgsteady.inspect")
 SCRAPE_TIMEOUT = 3.0
 TOP_LABELS = 20  # per-label series (application_name, relation) kept per metric, largest first
 LOG_READ_BYTES = 8 * 1024 * 1024  # new log bytes read per scrape at most (the rest: next one)
+CLOSE_WAIT = 5.0  # seconds close() waits for reads under way
 QUERY_CHARS = 40  # the exporter shows no query text; a little keeps the snapshot cheap
 ADMIN_DB = "pgbouncer"
 
@@ -251,8 +252,8 @@ class _Source:
 class Exporter:
     """Reads the configured sources on each :meth:`scrape`, each within ``timeout`` seconds.
 
-    Thread-safe; :meth:`close` stops its worker threads (each bounded by its source's own
-    connect and statement timeouts)."""
+    Thread-safe. Each source has at most one read under way; :meth:`close` waits for it a
+    bounded time (reads are bounded by their sources' connect and statement timeouts)."""
 
     def __init__(self, dsn: str | None = None, pgbouncer: str | None = None,
                  pgbouncer_log: str | os.PathLike[str] | None = None, *,
@@ -271,8 +272,6 @@ class Exporter:
         if pgbouncer_log is not None:
             tail = LogTail(Path(pgbouncer_log))
             self._sources.append(_Source("pgbouncer_log", lambda deadline: tail.read()))
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self._sources)),
-                                        thread_name_prefix="pgsteady-exporter")
 
     @property
     def sources(self) -> list[str]:
@@ -286,7 +285,7 @@ class Exporter:
             futures = {}
             for source in self._sources:
                 if source.inflight is None or source.inflight.done():
-                    source.inflight = self._pool.submit(source.read, deadline)
+                    source.inflight = _start(source, deadline)
                 futures[source.name] = source.inflight
         wait_futures(list(futures.values()), timeout=max(0.0, deadline - time.monotonic()))
         up: dict[str, bool] = {}
@@ -321,8 +320,29 @@ class Exporter:
                 ((), float(totals.get("cancel_idle", 0)))]
         return Scrape(start, time.monotonic() - start, up, errors, values, pg, pgb)
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait: float = CLOSE_WAIT) -> None:
+        """Wait up to ``wait`` seconds for reads still under way (their own timeouts end them);
+        one that hangs past that (a peer gone silent mid-read) is left to its daemon thread."""
+        with self._lock:
+            busy = [s.inflight for s in self._sources if s.inflight is not None]
+        wait_futures(busy, timeout=wait)
+
+
+def _start(source: _Source, deadline: float) -> Future[Any]:
+    """Read ``source`` on a daemon thread of its own: a read that never returns can neither
+    block a scrape past its deadline nor keep the process from exiting."""
+    future: Future[Any] = Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(source.read(deadline))
+        except BaseException as exc:  # handed to the scrape, which reports the source down
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name=f"pgsteady-exporter-{source.name}", daemon=True).start()
+    return future
 
 
 def families(scrape: Scrape) -> Iterator[Metric]:
