@@ -118,14 +118,15 @@ def test_refill_stuck_across_scrapes(pgsteady_stack, pgsteady_database):
 
 def test_unreachable_postgres_answers_within_the_deadline():
     """PostgreSQL accepts TCP but never answers: `pgsteady exporter` still answers /metrics
-    within its 0.5 s scrape deadline (plus slack) with pgsteady_up{source="postgres"} 0, and
-    stops with exit 0 on SIGTERM."""
+    within its 0.5 s scrape deadline (plus slack) with pgsteady_up{source="postgres"} 0, logs
+    why without the password, and stops with exit 0 on SIGTERM."""
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)  # the kernel accepts; nobody ever speaks
     port = silent.getsockname()[1]
     proc = subprocess.Popen(
-        [*PGSTEADY, "exporter", "--dsn", f"host=127.0.0.1 port={port} dbname=x user=x",
+        [*PGSTEADY, "exporter", "--dsn",
+         f"host=127.0.0.1 port={port} dbname=x user=x password=s3cret-pw",
          "--listen", "127.0.0.1:0", "--scrape-timeout", "0.5s"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -143,6 +144,8 @@ def test_unreachable_postgres_answers_within_the_deadline():
             assert _samples(body)[("pgsteady_up", (("source", "postgres"),))] == 0
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
+        logged = proc.stderr.read()
+        assert "postgres is down" in logged and "s3cret-pw" not in logged + body
     finally:
         if proc.poll() is None:
             proc.kill()
