@@ -226,3 +226,15 @@ def test_log_counters_count_from_start_and_follow_rotation(tmp_path):
         assert "pgsteady_pgbouncer_not_ready_closures_total" not in _scrape_text(exporter)
     finally:
         exporter.close()
+
+
+def test_a_taken_port_is_one_line_exit_1(capsys):
+    """--listen on a port another socket holds: one line naming it, exit 1."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        code = main(["exporter", "--dsn", "x", "--listen", f"127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in err and len(err.strip().splitlines()) == 1
