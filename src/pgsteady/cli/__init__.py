@@ -31,12 +31,13 @@ from pgsteady.cli import (
     migrate,
     preflight,
     report,
+    sim,
     watch,
 )
 from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady.settings import describe, scrub
 
-VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers, exporter, watch)
+VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers, sim, exporter, watch)
 
 
 ERROR_SCHEMA_VERSION = 1
