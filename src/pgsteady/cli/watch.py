@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--scrape-timeout must be more than 0, e.g. 3s")
     config = load_config(Path(args.config) if args.config else None)
     dsn, pgbouncer, pgbouncer_log = sources(args)
-    exporter = Exporter(dsn, pgbouncer, pgbouncer_log,
-                        timeout=min(args.scrape_timeout, max(args.interval, MIN_INTERVAL)),
+    # A slow read delays a frame rather than showing a live server as down.
+    exporter = Exporter(dsn, pgbouncer, pgbouncer_log, timeout=args.scrape_timeout,
                         label="pgsteady-watch")
     evaluator = Evaluator(config)
     as_lines = args.json_lines or not sys.stdout.isatty()
