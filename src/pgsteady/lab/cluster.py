@@ -91,7 +91,9 @@ def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgstead
     sweep_stale(base)
     try:
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        (path / _OWNER).write_text(_process_identity(os.getpid()) or "")
+        # Written whole, then renamed: a concurrent sweep never reads half an owner.
+        (path / ".owner.tmp").write_text(_process_identity(os.getpid()) or "")
+        os.replace(path / ".owner.tmp", path / _OWNER)
     except OSError as exc:
         raise LabError(f"cannot create the lab directory under {base}: {exc.strerror}; "
                        f"pass a writable directory (--dir) instead") from None
