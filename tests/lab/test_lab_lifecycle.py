@@ -128,3 +128,27 @@ def test_ctrl_c_during_pool_drain_prints_no_traceback(base_dir):
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert "pgsteady: interrupted" in err
+
+
+def test_a_port_taken_between_pick_and_bind_is_replaced(monkeypatch, pgsteady_stack):
+    """Another process grabbing the port we picked before our server binds it (busy machines
+    with many labs) costs a retry on another port, not a failed start."""
+    import socket
+
+    real = _process.free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(_process, "free_port", lambda: next(picks, None) or real())
+        stack = pgsteady_stack(pool_size=1)
+        assert stack.pgbouncer.port != taken.getsockname()[1]
+        with psycopg.connect(stack.pooled_dsn(), prepare_threshold=None) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        picks = iter([taken.getsockname()[1]])
+        cluster = Cluster(pool_size=1).start()
+        try:
+            assert cluster.postgres is not None
+            assert cluster.postgres.port != taken.getsockname()[1]
+        finally:
+            cluster.stop()
