@@ -42,6 +42,11 @@ def _read_until(proc: subprocess.Popen[str], prefix: str, limit: int = 20) -> st
     raise AssertionError(f"no {prefix!r} line from {proc.args}")
 
 
+def _processes_using(workdir: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if str(workdir) in line]
+
+
 def test_cluster_started_in_a_thread_outlives_the_thread():
     """A Cluster started from a thread that then exits keeps its servers (the parent-death
     signal is per thread on Linux)."""
@@ -103,7 +108,10 @@ def test_sigkilled_lab_up_leaves_a_dir_the_next_start_sweeps(base_dir):
             proc.kill()
             proc.wait(10)
         assert killed_dir.exists()
-        time.sleep(0.5)  # its servers got their parent-death signal
+        deadline = time.monotonic() + 15  # its servers got their parent-death signal
+        while _processes_using(killed_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _processes_using(killed_dir)
         fresh = make_workdir(base_dir, _process.run_as())
         assert not killed_dir.exists()
         assert alive.dir is not None and alive.dir.exists() and fresh.exists()
