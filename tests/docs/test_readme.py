@@ -42,7 +42,8 @@ _FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
 _MARK = re.compile(r"^<!--\s*readme-test:\s*([\w-]+)\s*(.*?)\s*-->\s*$")
 _BY_LANGUAGE = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh",
                 "toml": "toml",
-                # output, or configuration for other programs:
+                # output, or configuration and statements for other programs (ini: the
+                # postgresql.conf lines tests/inspect parses and starts a server with)
                 **dict.fromkeys(("text", "console", "yaml", "yml", "ini", "conf", "json", "sql"),
                                 "not-run")}
 _MODES = {"skip", "pytest", "alembic-env"}
