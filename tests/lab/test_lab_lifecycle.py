@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 from pgsteady.lab import _process
-from pgsteady.lab.cluster import Cluster, make_workdir, sweep_stale
+from pgsteady.lab._workdir import make_workdir, sweep_stale
+from pgsteady.lab.cluster import Cluster
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 
