@@ -25,7 +25,7 @@ log = logging.getLogger("pgsteady.sim")
 SCHEMA_VERSION = 1
 VERDICT_AGREEMENT = 0.90   # share of cells whose verdicts must agree
 ANSWERED_TOLERANCE = 0.10  # answered/s, per third, where both hold
-STALL = 0.1                # the seed's pool-20 finding: a 100 ms stall during the burst
+STALL = 0.1                # the pool-20 finding: a 100 ms stall during the burst
 
 
 @dataclass(frozen=True)
