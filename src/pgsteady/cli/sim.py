@@ -43,7 +43,7 @@ def register(verbs: Any) -> None:
                     "fewer than 90% of verdicts agree or answered/s differs by more than "
                     "10% where both hold. Takes about 10 minutes (--quick: about 1).")
     check.add_argument("--quick", action="store_true",
-                       help="one cell (pool 4, 50 ms), one 6 s run per strategy")
+                       help="two cells (pool 2 and 4, 50 ms), one 6 s run per strategy")
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
     check.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
