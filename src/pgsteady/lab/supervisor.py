@@ -72,6 +72,7 @@ class Supervisor:
         self.failures = failures
         self.initial_delay = initial_delay
         self.events = Events()
+        self.pids: list[int] = []  # every process started, for checks that none is left
         self.t0 = time.monotonic()
         self._lock = threading.Lock()
         self._commands: list[GatewayConfig] = []
@@ -210,9 +211,11 @@ class Supervisor:
             replica.proc = subprocess.Popen(
                 [sys.executable, "-m", "pgsteady.lab.gateway"], stdin=subprocess.DEVNULL,
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                cwd=self.workdir,
                 preexec_fn=_process.die_with_parent(signal.SIGKILL),  # noqa: PLW1509
             )
         replica.started_at = time.monotonic()
+        self.pids.append(replica.proc.pid)
 
     def _kill(self, replica: Replica, sig: int) -> None:
         proc, replica.proc = replica.proc, None

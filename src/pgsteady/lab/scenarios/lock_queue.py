@@ -19,7 +19,7 @@ import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +132,8 @@ class RunResult:
     totals: dict[str, Any]
     long_queries: list[tuple[float, float]] = field(default_factory=list)
     restart_times: list[float] = field(default_factory=list)
+    # Not part of the JSON schema: for checks that every replica process is gone.
+    pids: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "run": self.run, "verdict": self.verdict,
@@ -316,9 +318,9 @@ async def _drive(config: LockQueueConfig, t0: float, *, supervisor: Supervisor,
         rate=config.rate, duration=config.duration, t0=t0, ready_ports=supervisor.ready_ports,
         hot_keys=config.hot_keys, first_cold_key=config.hot_keys + 1, org_count=config.orgs,
         client_timeout=config.client_timeout, mix=mix)
-    tasks = [asyncio.ensure_future(_at(t0 + at, _long_query(supervisor, config)))
+    tasks = [asyncio.ensure_future(_at(t0 + at, lambda: _long_query(supervisor, config)))
              for at in config.long_query_at]
-    tasks.append(asyncio.ensure_future(_at(t0 + config.deploy_at, deploy.run())))
+    tasks.append(asyncio.ensure_future(_at(t0 + config.deploy_at, deploy.run)))
     tasks.append(asyncio.ensure_future(_tick(report, label, t0, config.duration)))
     try:
         return await generator.run()
@@ -329,9 +331,9 @@ async def _drive(config: LockQueueConfig, t0: float, *, supervisor: Supervisor,
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _at(when: float, coro: Any) -> None:
+async def _at(when: float, start: Callable[[], Awaitable[None]]) -> None:
     await asyncio.sleep(max(0.0, when - time.monotonic()))
-    await coro
+    await start()
 
 
 async def _long_query(supervisor: Supervisor, config: LockQueueConfig) -> None:
@@ -422,7 +424,7 @@ def _summarise(config: LockQueueConfig, strategy: str, index: int, *, outcomes: 
         })
     return RunResult(strategy, index, verdict(rows), exhausted, len(restart_times), migration,
                      rows, totals(rows), long_queries=sampler.long_query_spans(),
-                     restart_times=restart_times)
+                     restart_times=restart_times, pids=list(supervisor.pids))
 
 
 def answered_share(row: dict[str, Any], kind: str = "uncached") -> float | None:
