@@ -37,6 +37,7 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
+from pgsteady.guards.breaker import Verdict
 from pgsteady.settings import Duration, SessionSettings, scrub, to_seconds
 
 KEEP_CONNECTION_FOR = 256
@@ -326,3 +327,23 @@ def transaction_prefix(settings: SessionSettings) -> str:
     calls = ", ".join(f"set_config('{name}', '{value}', true)"
                       for name, value in settings.values().items())
     return f"SELECT {calls}; "
+
+
+def breaker_verdict(exc: BaseException | None) -> Verdict:
+    """How a Database call counts for its circuit breaker (see ``guards.breaker``).
+
+    Failures: no connection, a broken connection, and deadlines that passed while the job
+    waited for or ran on a connection (a black-holed network looks exactly like that: nothing
+    errors, nothing answers — slow calls, as resilience4j counts them). Neutral: our own
+    backlog (queued deadlines, ``Overloaded``), a closed Database, a cancelled caller.
+    Success: everything the server answered, including the statement's own errors.
+    """
+    if exc is None:
+        return "success"
+    if isinstance(exc, DeadlineExceeded):
+        return "neutral" if exc.phase == "queued" else "failure"
+    if isinstance(exc, CannotConnect | QueryFailed):
+        return "failure"
+    if isinstance(exc, Overloaded | DatabaseClosed) or not isinstance(exc, Exception):
+        return "neutral"
+    return "success"

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
+from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
@@ -70,6 +71,7 @@ class Database:
         lock_timeout: Duration = 5.0, idle_in_transaction_timeout: Duration = 60.0,
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         open: bool = True, pool_kwargs: dict[str, Any] | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         setup = _core.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
@@ -93,6 +95,7 @@ class Database:
             **(pool_kwargs or {}))
         self._workers: list[threading.Thread] = []
         self.conninfo = redact(conninfo)
+        self.breaker = breaker
         if open:
             self.open()
 
@@ -208,6 +211,12 @@ class Database:
         return work
 
     def _call(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
+        if self.breaker is None:
+            return self._unguarded(work, deadline)
+        return self.breaker.guard(lambda: self._unguarded(work, deadline),
+                                  _core.breaker_verdict)
+
+    def _unguarded(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else to_seconds(deadline,
                                                                                "deadline")
         now = time.monotonic()
