@@ -10,12 +10,13 @@ Endpoints, as the seed's gateway and dashboard have them:
 probes                      ``naive``: ``/health`` queries ``orgs`` (liveness) and ``/ping``
                             answers when the process serves (readiness). ``steady``:
                             ``/health/live`` never does I/O, ``/health/ready`` checks the
-                            database with a short deadline.
+                            database with a short deadline (:mod:`pgsteady.health`).
 
 The two strategies differ only in the choices the seed lists. ``naive``: a plain psycopg pool,
 no timeouts, lookups wait as long as the client does, the new version migrates at start-up
-before it serves. ``steady``: :class:`pgsteady.AsyncDatabase` (labelled sessions, timeouts),
-lookups through a stale-on-error cache and a circuit breaker, the log query bounded.
+before it serves. ``steady``: :class:`pgsteady.AsyncDatabase` (labelled sessions, timeouts, a
+circuit breaker), lookups through :class:`pgsteady.guards.AsyncStaleCache`, the log query
+through :func:`pgsteady.guards.abounded`.
 
 The replica's configuration comes as JSON in ``$PGSTEADY_GATEWAY``; ``python -m
 pgsteady.lab.gateway`` runs one. Nothing here prints; uvicorn logs to the replica's log file.
@@ -24,6 +25,7 @@ pgsteady.lab.gateway`` runs one. Nothing here prints; uvicorn logs to the replic
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -38,7 +40,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import PgsteadyError
-from pgsteady.lab import _guards
+from pgsteady.guards import AsyncStaleCache, CircuitBreaker, MemoryBackend, abounded
+from pgsteady.health import Health, breaker_check, db_check
 
 log = logging.getLogger("pgsteady.lab.gateway")
 
@@ -54,7 +57,6 @@ RECENT_LOGS = ("SELECT l.id, l.status, o.name FROM request_log l JOIN orgs o ON 
 WHOLE_LOG_SCAN = ("SELECT count(*) FROM request_log l JOIN orgs o ON o.id = l.org_id, "
                   "pg_sleep(%s)")
 NAIVE_HEALTH = "SELECT count(*) FROM orgs WHERE id = 1"
-READY_CHECK = "SELECT 1"
 MIGRATION = "ALTER TABLE orgs ADD COLUMN IF NOT EXISTS region text"
 
 Scope = MutableMapping[str, Any]
@@ -100,8 +102,9 @@ class Gateway:
         self._tasks: set[asyncio.Task[None]] = set()
         self.pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self.db: AsyncDatabase | None = None
-        self.cache: _guards.StaleCache | None = None
-        self.breaker: _guards.CircuitBreaker | None = None
+        self.cache: AsyncStaleCache | None = None
+        self.health: Health | None = None
+        self.probes: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -115,14 +118,21 @@ class Gateway:
                                             kwargs={"autocommit": True})
             await self.pool.open(wait=False)
         else:
+            # Deadlines that pass while a call waits or runs count against the breaker; the
+            # statement's own errors (the log query's statement_timeout) do not.
+            breaker = CircuitBreaker(f"postgres@{c.name}", failure_rate=0.5, min_calls=10,
+                                     window=10.0, open_for=2.0)
             self.db = AsyncDatabase(c.dsn, pool_size=c.pool_size, service=label,
                                     statement_timeout=30.0, lock_timeout=2.0,
                                     idle_in_transaction_timeout=10.0,
-                                    max_waiting=c.pool_size * 20)
+                                    max_waiting=c.pool_size * 20, breaker=breaker)
             await self.db.open()
-            self.cache = _guards.StaleCache(fresh_for=30.0, stale_for=3600.0)
-            self.breaker = _guards.CircuitBreaker(f"orgs@{c.name}", failure_rate=0.5,
-                                                  min_calls=10, window=10.0, open_for=2.0)
+            self.cache = AsyncStaleCache(MemoryBackend(max_entries=50_000), fresh_for=30.0,
+                                         stale_for=3600.0)
+            self.health = Health({"postgres": db_check(self.db),
+                                  "breaker": breaker_check(breaker)},
+                                 timeout=c.ready_deadline, service=label, version=str(c.version))
+            self.probes = self.health.asgi()
         self._spawn(self._preload())
 
     async def shutdown(self) -> None:
@@ -132,6 +142,8 @@ class Gateway:
             await self.pool.close(timeout=2)
         if self.db is not None:
             await self.db.close(timeout=2)
+        if self.health is not None:
+            self.health.close()
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
@@ -150,7 +162,7 @@ class Gateway:
             for row in rows:
                 entry = _org(row)
                 if self.cache is not None:
-                    self.cache.put(row[0], entry)
+                    await self.cache.get_or_load(str(row[0]), functools.partial(_value, entry))
                 else:
                     self.hot[row[0]] = entry
             return
@@ -167,16 +179,15 @@ class Gateway:
 
     async def lookup(self, org: int) -> dict[str, Any]:
         c = self.config
-        if self.cache is not None and self.breaker is not None:
-            breaker = self.breaker
-
+        if self.cache is not None:
             async def load() -> dict[str, Any]:
-                rows = await breaker.acall(self._fetchall, LOOKUP, (org,), c.lookup_deadline)
+                rows = await self._fetchall(LOOKUP, (org,), c.lookup_deadline)
                 if not rows:
                     raise Unavailable(f"no organization {org}")
                 return _org(rows[0])
 
-            return await self.cache.get_or_load(org, load)
+            found: dict[str, Any] = await self.cache.get_or_load(str(org), load)
+            return found
         if org in self.hot:
             return self.hot[org]
         rows = await self._fetchall(LOOKUP, (org,), c.client_timeout)
@@ -190,9 +201,9 @@ class Gateway:
     async def logs(self, org: int, hold: float) -> dict[str, Any]:
         query, params = (WHOLE_LOG_SCAN, (hold,)) if hold > 0 else (RECENT_LOGS, (org,))
         if self.db is not None:
-            rows = await _guards.bounded(self.db, query, params,
-                                         statement_timeout=self.config.log_statement_timeout,
-                                         max_rows=100)
+            rows: list[Any] = await abounded(
+                self.db, query, params, statement_timeout=self.config.log_statement_timeout,
+                max_rows=100)
         else:
             rows = await self._fetchall(query, params, self.config.client_timeout)
         return {"org": org, "rows": len(rows)}
@@ -200,13 +211,6 @@ class Gateway:
     async def naive_health(self) -> dict[str, Any]:
         rows = await self._fetchall(NAIVE_HEALTH, (), self.config.client_timeout)
         return {"status": "pass", "orgs": rows[0][0] if rows else 0}
-
-    async def ready(self) -> dict[str, Any]:
-        assert self.db is not None and self.breaker is not None
-        if self.breaker.state == "open":
-            raise Unavailable("circuit open")
-        await self.db.fetchone(READY_CHECK, deadline=self.config.ready_deadline)
-        return {"status": "pass"}
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -223,12 +227,12 @@ class Gateway:
             "/v1/complete": lambda: self.lookup(org),
             "/dashboard/logs": lambda: self.logs(org, _float(query.get("hold", ["0"])[0])),
         }
+        if self.probes is not None and path.startswith("/health/"):
+            await self.probes(scope, receive, send)  # pgsteady.health: live, ready, deep
+            return
         if self.config.strategy == "naive":
             routes["/health"] = self.naive_health
             routes["/ping"] = _pass
-        else:
-            routes["/health/live"] = _pass
-            routes["/health/ready"] = self.ready
         handler = routes.get(path)
         if handler is None:
             await _respond(send, 404, {"error": f"no route {path}"})
@@ -250,6 +254,10 @@ class Gateway:
                 await self.shutdown()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _value(value: dict[str, Any]) -> dict[str, Any]:
+    return value
 
 
 async def _pass() -> dict[str, Any]:

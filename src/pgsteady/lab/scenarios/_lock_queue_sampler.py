@@ -93,7 +93,7 @@ class Sampler(threading.Thread):
         added = c.execute(q.COLUMN_ADDED, {"oid": self._oid}).fetchone()
         if added and added[0] and self.applied_at is None:
             self.applied_at = t
-        longs = [int(pid) for (pid,) in c.execute(q.LONG_QUERIES).fetchall()]
+        longs = [int(pid) for (pid,) in c.execute(q.LONG_QUERIES, {"oid": self._oid}).fetchall()]
         for pid in longs:
             self.long_query_pids.add(pid)
             self._long_seen.setdefault(pid, [t, t])[1] = t

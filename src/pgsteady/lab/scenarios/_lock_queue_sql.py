@@ -47,6 +47,11 @@ MIGRATION_SESSIONS: LiteralString = (
 COLUMN_ADDED: LiteralString = (
     "SELECT count(*) FROM pg_attribute WHERE attrelid = %(oid)s AND attname = 'region' "
     "AND NOT attisdropped")
+# Long queries: sessions holding a granted lock on orgs with a statement running for over a
+# second (the log scan, whether it runs as a plain statement or as a cursor's FETCH).
 LONG_QUERIES: LiteralString = (
-    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-    "AND state = 'active' AND query LIKE '%%pg_sleep%%' AND pid <> pg_backend_pid()")
+    "SELECT DISTINCT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.relation = %(oid)s AND l.granted "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND a.state = 'active' AND a.query_start < now() - interval '1 second' "
+    "AND a.query NOT ILIKE 'ALTER TABLE%%' AND a.pid <> pg_backend_pid()")
