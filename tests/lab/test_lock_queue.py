@@ -220,3 +220,14 @@ def test_a_failed_run_leaves_nothing_running(labdir, monkeypatch):
     with pytest.raises(RuntimeError, match="load generator broke"):
         run_lock_queue(config, base_dir=str(labdir))
     assert _ours(labdir) == []
+
+
+def test_refusals_are_read_from_the_server_log_in_run_seconds():
+    """Both ways PostgreSQL refuses a connection for lack of slots count, placed on the run's
+    clock; other FATALs do not."""
+    log = ("2026-10-19 18:00:01.500 UTC [7] FATAL:  sorry, too many clients already\n"
+           "2026-10-19 18:00:02.250 UTC [8] FATAL:  remaining connection slots are reserved "
+           "for non-replication superuser connections\n"
+           "2026-10-19 18:00:03.000 UTC [9] FATAL:  password authentication failed\n")
+    epoch0 = 1792432800.0  # 2026-10-19 18:00:00 UTC
+    assert lock_queue.refusals(log, epoch0) == [1.5, 2.25]

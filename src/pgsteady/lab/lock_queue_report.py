@@ -33,6 +33,13 @@ def migration_text(run: RunResult) -> str:
     return f"not applied ({m.tries} tries)"
 
 
+def _exhausted(run: RunResult) -> str:
+    t = run.totals
+    if not run.connections_exhausted:
+        return "no"
+    return f"yes: {t['connections_refused']} refused from {t['first_refused_s']} s"
+
+
 def summary_table(result: LockQueueResult) -> Table:
     c = result.config
     table = Table(title=f"lock-queue: {c.replicas} replicas, {c.rate} req/s, deploy at "
@@ -56,7 +63,7 @@ def summary_table(result: LockQueueResult) -> Table:
         table.add_row(run.strategy, str(run.run), verdict_text(run), _share(share["uncached"]),
                       _share(share["cached"]), _share(share["dashboard"]),
                       f"{t['uncached_failing_seconds_longest']} s", str(run.restarts),
-                      str(t["peak_sessions"]), "yes" if run.connections_exhausted else "no",
+                      str(t["peak_sessions"]), _exhausted(run),
                       str(t["peak_lock_queue_orgs"]), str(t["peak_left_behind"]),
                       migration_text(run), "yes" if run.migration.blocker_named else "no",
                       f"{t['worst_p99_ms']:.0f}")
@@ -67,14 +74,16 @@ def per_second_table(run: RunResult) -> Table:
     table = Table(title=f"{run.strategy}, run {run.run}: per second (ok/failed/timed out by "
                         f"second sent)", title_justify="left")
     for name in ("s", "uncached", "cached", "dashboard", "p99 ms", "sessions", "on lock",
-                 "queue orgs", "left behind", "restarts", "ready", "migration", "log query"):
+                 "queue orgs", "left behind", "refused", "restarts", "ready", "migration",
+                 "log query"):
         table.add_column(name, justify="right")
     for row in run.per_second:
         table.add_row(str(row["t"]), *(_triple(row, kind) for kind in
                                        ("uncached", "cached", "dashboard")),
                       f"{row['p99_ms']:.0f}", str(row["sessions"]), str(row["queued_on_lock"]),
                       str(row["lock_queue_orgs"]), str(row["left_behind"]),
-                      str(row["restarts"] or ""), str(row["replicas_ready"]), row["migration"],
+                      str(row["refused"] or ""), str(row["restarts"] or ""),
+                      str(row["replicas_ready"]), row["migration"],
                       "running" if row["long_query"] else "")
     return table
 
@@ -161,6 +170,10 @@ def _draw(axes: Any, result: LockQueueResult, run: RunResult, *, legend: bool = 
     bottom.axhline(c.max_connections - c.reserved_connections, color=_COLOURS["max"],
                    linestyle="-.", label=f"slots for apps ({c.max_connections} - "
                                          f"{c.reserved_connections} reserved)")
+    refused = [r["t"] + 0.5 for r in rows if r["refused"]]
+    if refused:
+        bottom.scatter(refused, [c.max_connections + 2] * len(refused), marker="x",
+                       color=_COLOURS["failed"], s=18, label="connection refused: no slot")
     bottom.set_ylabel("sessions")
     bottom.set_xlabel("seconds")
     bottom.set_xlim(0, len(rows))

@@ -129,4 +129,10 @@ class Sampler(threading.Thread):
         return out
 
     def long_query_spans(self) -> list[tuple[float, float]]:
-        return [(round(a, 2), round(b, 2)) for a, b in sorted(self._long_seen.values())]
+        """When long queries held orgs: one span per query (a parallel query's workers share
+        their leader's), none for sessions seen once as they left a lock queue."""
+        spans: list[tuple[float, float]] = []
+        for a, b in sorted(self._long_seen.values()):
+            if b - a >= 2 * EVERY and not any(abs(a - x) < 0.3 for x, _ in spans):
+                spans.append((round(a, 2), round(b, 2)))
+        return spans

@@ -25,8 +25,10 @@ FILL_LOG: LiteralString = (
     "CASE WHEN g %% 50 = 0 THEN 500 ELSE 200 END, repeat('x', 64) "
     "FROM generate_series(1, %(rows)s) g")
 
-# PostgreSQL's words when every slot is taken (FATAL 53300).
-TOO_MANY = "sorry, too many clients already"
+# PostgreSQL's words when it refuses a connection for lack of slots (FATAL 53300): all taken,
+# or only the superusers' reserved ones left ("... reserved for non-replication superuser
+# connections" in 15, "... reserved for roles with the SUPERUSER attribute" from 16).
+REFUSED = ("sorry, too many clients already", "remaining connection slots are reserved")
 
 SESSIONS: LiteralString = (
     "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') "

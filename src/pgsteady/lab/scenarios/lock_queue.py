@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,8 @@ class LockQueueConfig:
     dashboard_share: float = 0.05
     duration: float = 60.0
     deploy_at: float = 8.0
+    # Seed 002 had several dashboard log queries open for hours; two here, so that under
+    # steady (which stops each after 5 s) one still holds orgs when the deploy comes.
     long_query_at: tuple[float, ...] = (2.0, 6.0)
     long_query_for: float = 40.0
     probe_interval: float = 1.0
@@ -170,7 +173,7 @@ def run_lock_queue(config: LockQueueConfig, progress: Progress | None = None,
     server = Postgres(workdir, who=who, settings={
         "max_connections": config.max_connections,
         "superuser_reserved_connections": config.reserved_connections,
-        "log_line_prefix": "%m [%p] ", "log_lock_waits": True,
+        "log_line_prefix": "%m [%p] ", "log_timezone": "UTC", "log_lock_waits": True,
     })
     try:
         server.start()
@@ -227,6 +230,7 @@ def _one_run(server: Postgres, config: LockQueueConfig, strategy: str, index: in
         supervisor.start()
         supervisor.wait_ready(config.replicas, timeout=60)
         t0 = time.monotonic() + 0.5
+        epoch0 = time.time() + (t0 - time.monotonic())
         supervisor.t0 = t0
         sampler = Sampler(server.dsn(dbname), server.port, t0, config.duration,
                           supervisor.ready_ports)
@@ -241,9 +245,9 @@ def _one_run(server: Postgres, config: LockQueueConfig, strategy: str, index: in
             sampler.stop()
         supervisor.stop()
         _drop_run_db(server, dbname)
-    exhausted = q.TOO_MANY in _read_from(server.log_path, log_offset)
+    refused = refusals(_read_from(server.log_path, log_offset), epoch0)
     return _summarise(config, strategy, index, outcomes=outcomes, sampler=sampler,
-                      supervisor=supervisor, deploy=deploy, exhausted=exhausted)
+                      supervisor=supervisor, deploy=deploy, refused=refused)
 
 
 class _Deploy:
@@ -287,6 +291,7 @@ class _Deploy:
         capture = _Capture()
         logger = logging.getLogger("pgsteady.migrate")
         logger.addHandler(capture)
+        propagate, logger.propagate = logger.propagate, False  # kept here, summed up below
         try:
             applied = migrate(self.server.dsn(self.dbname, user=GATEWAY_ROLE),
                               load_dir(folder), policy, check_first=False)
@@ -296,7 +301,12 @@ class _Deploy:
             raise
         finally:
             logger.removeHandler(capture)
+            logger.propagate = propagate
             self.messages = capture.messages
+            retried = [m for m in capture.messages if "could not get its locks" in m]
+            if retried:
+                log.info("deploy step: %d tries gave up on their lock_timeout; the first was %s",
+                         len(retried), retried[0][:300])
 
 
 class _Capture(logging.Handler):
@@ -359,6 +369,21 @@ def _drop_run_db(server: Postgres, dbname: str) -> None:
             sql.Identifier(dbname)))
 
 
+def refusals(log_text: str, epoch0: float) -> list[float]:
+    """Seconds since the run began at which PostgreSQL refused a connection for lack of slots
+    (its log lines start with a UTC millisecond timestamp, ``%m``)."""
+    times = []
+    for line in log_text.splitlines():
+        if not any(words in line for words in q.REFUSED):
+            continue
+        try:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S.%f")
+        except ValueError:
+            continue
+        times.append(round(stamp.replace(tzinfo=UTC).timestamp() - epoch0, 3))
+    return times
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -377,7 +402,7 @@ def _read_from(path: Path, offset: int) -> str:
 
 def _summarise(config: LockQueueConfig, strategy: str, index: int, *, outcomes: Outcomes,
                sampler: Sampler | None, supervisor: Supervisor, deploy: _Deploy,
-               exhausted: bool) -> RunResult:
+               refused: list[float]) -> RunResult:
     if sampler is None:
         raise LabError("the run ended before it was measured")
     seconds = outcomes.seconds
@@ -421,8 +446,9 @@ def _summarise(config: LockQueueConfig, strategy: str, index: int, *, outcomes: 
             "lock_queue_orgs": s["lock_queue_orgs"], "left_behind": s["left_behind"],
             "restarts": restarts_now, "replicas_ready": s["replicas_ready"],
             "migration": state, "long_query": s["long_query"],
+            "refused": sum(1 for at in refused if t <= at < t + 1),
         })
-    return RunResult(strategy, index, verdict(rows), exhausted, len(restart_times), migration,
+    return RunResult(strategy, index, verdict(rows), bool(refused), len(restart_times), migration,
                      rows, totals(rows), long_queries=sampler.long_query_spans(),
                      restart_times=restart_times, pids=list(supervisor.pids))
 
@@ -459,6 +485,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["peak_queued_on_lock"] = max((r["queued_on_lock"] for r in rows), default=0)
     out["peak_lock_queue_orgs"] = max((r["lock_queue_orgs"] for r in rows), default=0)
     out["peak_left_behind"] = max((r["left_behind"] for r in rows), default=0)
+    out["connections_refused"] = sum(r["refused"] for r in rows)
+    out["first_refused_s"] = next((r["t"] for r in rows if r["refused"]), None)
     out["worst_p99_ms"] = max((r["p99_ms"] for r in rows), default=0.0)
     return out
 
