@@ -93,10 +93,11 @@ class Sampler(threading.Thread):
         added = c.execute(q.COLUMN_ADDED, {"oid": self._oid}).fetchone()
         if added and added[0] and self.applied_at is None:
             self.applied_at = t
-        longs = [int(pid) for (pid,) in c.execute(q.LONG_QUERIES, {"oid": self._oid}).fetchall()]
-        for pid in longs:
-            self.long_query_pids.add(pid)
-            self._long_seen.setdefault(pid, [t, t])[1] = t
+        longs = c.execute(q.LONG_QUERIES, {"oid": self._oid}).fetchall()
+        for pid, age in longs:
+            self.long_query_pids.add(int(pid))
+            seen = self._long_seen.setdefault(int(pid), [t - float(age), t, 0])
+            seen[1], seen[2] = t, seen[2] + 1
         gone = closed_by_client(self.server_port)
         ports = {int(p) for (p,) in c.execute(q.CLIENT_PORTS).fetchall()} if gone else set()
         self.samples.append((t, {
@@ -132,7 +133,7 @@ class Sampler(threading.Thread):
         """When long queries held orgs: one span per query (a parallel query's workers share
         their leader's), none for sessions seen once as they left a lock queue."""
         spans: list[tuple[float, float]] = []
-        for a, b in sorted(self._long_seen.values()):
-            if b - a >= 2 * EVERY and not any(abs(a - x) < 0.3 for x, _ in spans):
-                spans.append((round(a, 2), round(b, 2)))
+        for a, b, sightings in sorted(self._long_seen.values()):
+            if sightings >= 3 and not any(abs(a - x) < 0.3 for x, _ in spans):
+                spans.append((round(max(0.0, a), 2), round(b, 2)))
         return spans

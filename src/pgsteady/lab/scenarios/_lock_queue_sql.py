@@ -52,7 +52,8 @@ COLUMN_ADDED: LiteralString = (
 # Long queries: sessions holding a granted lock on orgs with a statement running for over a
 # second (the log scan, whether it runs as a plain statement or as a cursor's FETCH).
 LONG_QUERIES: LiteralString = (
-    "SELECT DISTINCT a.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "SELECT DISTINCT a.pid, extract(epoch FROM now() - a.query_start)::float8 "
+    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
     "WHERE l.relation = %(oid)s AND l.granted "
     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
     "AND a.state = 'active' AND a.query_start < now() - interval '1 second' "
