@@ -416,18 +416,19 @@ def transaction_prefix(settings: SessionSettings) -> str:
 def breaker_verdict(exc: BaseException | None) -> Verdict:
     """How a Database call counts for its circuit breaker (see ``guards.breaker``).
 
-    Failures: no connection, a broken connection, and deadlines that passed while the job
-    waited for or ran on a connection (a black-holed network looks exactly like that: nothing
-    errors, nothing answers — slow calls, as resilience4j counts them). Neutral: our own
-    backlog (queued deadlines, ``Overloaded``), a closed Database, a cancelled caller.
-    Success: everything the server answered, including the statement's own errors.
+    Failures: no connection, a broken connection, and every deadline that passed while the
+    job waited for a connection or ran on one (a black-holed network looks exactly like that:
+    nothing errors, nothing answers, workers stay stuck and later jobs time out queued behind
+    them — slow calls, as resilience4j counts them). Neutral: ``Overloaded`` (refused before
+    it was tried), a closed Database, a caller's bad argument, a cancelled caller. Success:
+    everything the server answered, including the statement's own errors (a unique
+    violation, its statement_timeout).
     """
     if exc is None:
         return "success"
-    if isinstance(exc, DeadlineExceeded):
-        return "neutral" if exc.phase == "queued" else "failure"
-    if isinstance(exc, CannotConnect | QueryFailed):
+    if isinstance(exc, DeadlineExceeded | CannotConnect | QueryFailed):
         return "failure"
-    if isinstance(exc, Overloaded | DatabaseClosed) or not isinstance(exc, Exception):
+    if isinstance(exc, Overloaded | DatabaseClosed | UsageError) \
+            or not isinstance(exc, Exception):
         return "neutral"
     return "success"

@@ -34,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
 from pgsteady.errors import UsageError
+from pgsteady.guards.backends import RedisBackend
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import scrub
 
@@ -114,8 +115,10 @@ def db_check(db: Any) -> Check:
 
 
 def redis_check(client: Any) -> Check:
-    """A redis-py client (sync or asyncio): ready is ``PING``; deep writes, reads back and
-    deletes a short-lived probe key."""
+    """A redis-py client (sync or asyncio) or a ``RedisBackend`` (its sync client): ready is
+    ``PING``; deep writes, reads back and deletes a short-lived probe key."""
+    if isinstance(client, RedisBackend):
+        client = client.client
     is_async = inspect.iscoroutinefunction(getattr(client, "ping", None))
 
     def probe_key() -> tuple[str, str]:
@@ -348,7 +351,7 @@ class Health:
                 body = self.live() if which == "live" else \
                     await (self.aready() if which == "ready" else self.adeep())
                 code = status_code(body)
-            data = json.dumps(body).encode()
+            data = json.dumps(body, default=str).encode()
             await send({"type": "http.response.start", "status": code,
                         "headers": [(b"content-type", CONTENT_TYPE.encode()),
                                     (b"cache-control", b"no-store"),
@@ -378,7 +381,7 @@ class HealthServer:
                 else:
                     body = getattr(health, which)()
                     code = status_code(body)
-                data = json.dumps(body).encode()
+                data = json.dumps(body, default=str).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", CONTENT_TYPE)
                 self.send_header("Cache-Control", "no-store")

@@ -205,7 +205,9 @@ class RedisBackend:
 
     Ages are measured with the hosts' wall clocks (keep them in sync, as NTP does); lease
     ends with Redis' own clock. ``timeout`` bounds every command: a Redis that does not
-    answer costs at most that, and raises :class:`CacheUnavailable`.
+    answer costs at most that, and raises :class:`CacheUnavailable` (a ``StaleCache`` then
+    goes to its loader; a ``KeyedLimiter.hold`` raises it: no slot can be proven free).
+    The asyncio client binds to the first event loop that uses it: one loop per backend.
     """
 
     stores_objects = False

@@ -32,6 +32,9 @@ BreakerState = Literal["closed", "open", "half-open"]
 Verdict = Literal["failure", "success", "neutral"]
 
 # One entry per ``with breaker:`` block still open in this thread/task: its ticket.
+WINDOW_BUCKETS = 10
+"""The sliding window moves in steps of window / WINDOW_BUCKETS."""
+
 _TICKETS: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
     "pgsteady_breaker_tickets", default=())
 
@@ -79,7 +82,11 @@ class CircuitBreaker:
         self.half_open_calls = half_open_calls
         self.failure_on = failure_on
         self._lock = threading.Lock()
-        self._outcomes: deque[tuple[float, bool]] = deque()  # (when, failed)
+        # The window as WINDOW_BUCKETS time buckets [start, calls, failures]: memory stays
+        # bounded however many calls a second go through (resilience4j does the same).
+        self._bucket_width = window / WINDOW_BUCKETS
+        self._buckets: deque[list[float]] = deque()
+        self._calls_in_window = 0
         self._failures_in_window = 0
         self._state: BreakerState = "closed"
         self._opened_at = 0.0
@@ -103,7 +110,7 @@ class CircuitBreaker:
             self._tick(now)
             self._prune(now)
             return BreakerStats(
-                self.name, self._state, len(self._outcomes), self._failures_in_window,
+                self.name, self._state, self._calls_in_window, self._failures_in_window,
                 self._calls, self._failures, self._rejected, self._transitions["open"],
                 self._transitions["half-open"], self._transitions["closed"],
                 self._retry_after(now))
@@ -121,14 +128,14 @@ class CircuitBreaker:
             self._opened_at = now
             log.warning("circuit %r %s -> open (%d of %d calls failed in %.0f s); failing "
                         "fast for %.1f s", self.name, previous, self._failures_in_window,
-                        len(self._outcomes), self.window, self.open_for)
+                        self._calls_in_window, self.window, self.open_for)
         else:
             log.info("circuit %r %s -> %s", self.name, previous, state)
         if state != "open":
             self._trials = self._trial_successes = 0
         if state == "closed":
-            self._outcomes.clear()
-            self._failures_in_window = 0
+            self._buckets.clear()
+            self._calls_in_window = self._failures_in_window = 0
 
     def _tick(self, now: float) -> None:
         if self._state == "open" and now >= self._opened_at + self.open_for:
@@ -136,9 +143,10 @@ class CircuitBreaker:
 
     def _prune(self, now: float) -> None:
         horizon = now - self.window
-        while self._outcomes and self._outcomes[0][0] < horizon:
-            _, failed = self._outcomes.popleft()
-            self._failures_in_window -= failed
+        while self._buckets and self._buckets[0][0] + self._bucket_width <= horizon:
+            _, calls, failures = self._buckets.popleft()
+            self._calls_in_window -= int(calls)
+            self._failures_in_window -= int(failures)
 
     # -- the protocol: allow, then settle with a verdict -----------------------------------
 
@@ -178,10 +186,15 @@ class CircuitBreaker:
             if self._state != "closed" or verdict == "neutral":
                 return
             failed = verdict == "failure"
-            self._outcomes.append((now, failed))
+            if not self._buckets or now >= self._buckets[-1][0] + self._bucket_width:
+                self._buckets.append([now, 0, 0])
+            bucket = self._buckets[-1]
+            bucket[1] += 1
+            bucket[2] += failed
+            self._calls_in_window += 1
             self._failures_in_window += failed
             self._prune(now)
-            total = len(self._outcomes)
+            total = self._calls_in_window
             if failed and total >= self.min_calls \
                     and self._failures_in_window >= self.failure_rate * total:
                 self._move("open", now)

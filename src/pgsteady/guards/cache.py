@@ -48,6 +48,15 @@ STALE_ON: tuple[type[BaseException], ...] = (
     CannotConnect, DeadlineExceeded, Overloaded, QueryFailed, CircuitOpen)
 """Loader errors that mean "the source did not answer": a stale entry is served instead."""
 
+QUIET_FOR = 10.0
+"""Repeated warnings of one kind (Redis down, serving stale) are logged once per this many
+seconds, with how many were left out: an outage must not become a log flood."""
+
+_UNSTORABLE = object()
+
+LONGEST_WAIT_FOR_LOAD = 60.0
+"""Without a deadline, a caller waits at most this long for another caller's load."""
+
 
 class Codec(Protocol):
     """How values become bytes for a shared backend (``json`` by default: never pickle what
@@ -107,24 +116,50 @@ class _Rules:
         self.codec = codec
         self.stale_on = STALE_ON + tuple(stale_on)
         self._encoded = not self.backend.stores_objects
+        self.objects = not self._encoded
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
         self._counts = dict.fromkeys(
             ("fresh_hits", "loads", "load_failures", "served_stale", "waited_for_load",
              "backend_errors"), 0)
+        self._quiet: dict[str, tuple[float, int]] = {}  # kind -> (quiet until, left out)
+
+    def note(self, kind: str, level: int, message: str, *args: Any) -> None:
+        """Log ``message``, but one of each ``kind`` per ``QUIET_FOR`` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            until, left_out = self._quiet.get(kind, (0.0, 0))
+            if now < until:
+                self._quiet[kind] = (until, left_out + 1)
+                return
+            self._quiet[kind] = (now + QUIET_FOR, 0)
+        if left_out:
+            message += f" ({left_out} more like it in the last {QUIET_FOR:.0f} s not logged)"
+        log.log(level, message, *args)
 
     def count(self, what: str) -> None:
         with self._lock:
             self._counts[what] += 1
 
+    def hit(self) -> None:
+        with self._lock:
+            self._counts["fresh_hits"] += 1
+
     def stats(self) -> CacheStats:
         with self._lock:
             return CacheStats(**self._counts)
 
-    def encode(self, value: Any) -> Any:
+    def encode(self, key: str, value: Any) -> Any:
+        """The payload to store, or ``_UNSTORABLE`` if the codec refuses the value (it is
+        still returned to the caller, just not cached)."""
         if not self._encoded:
             return value
-        data = self.codec.dumps(value)
+        try:
+            data = self.codec.dumps(value)
+        except (TypeError, ValueError) as exc:
+            self.note("encode", logging.ERROR, "cannot cache %r: the codec refused the value "
+                      "(%s); pass a codec that can encode it", key, exc)
+            return _UNSTORABLE
         return data.encode() if isinstance(data, str) else data
 
     def entry(self, found: tuple[Any, float] | None, key: str) -> Served[Any] | None:
@@ -142,7 +177,8 @@ class _Rules:
 
     def backend_failed(self, exc: CacheUnavailable, doing: str) -> None:
         self.count("backend_errors")
-        log.warning("cache backend failed while %s; going to the source: %s", doing, exc)
+        self.note("backend", logging.WARNING,
+                  "cache backend failed while %s; going to the source: %s", doing, exc)
 
     def join(self, key: str) -> tuple[_Flight, bool]:
         """The flight loading ``key`` and whether we lead it (we must then run the loader)."""
@@ -164,8 +200,9 @@ class _Rules:
         self.count("load_failures")
         if entry is not None and isinstance(exc, self.stale_on):
             self.count("served_stale")
-            log.info("serving a stale entry (age %.1f s) because the load failed: %s",
-                     entry.age, exc)
+            self.note("stale", logging.WARNING,
+                      "serving stale entries because loads fail (this one %.1f s old): %s",
+                      entry.age, exc)
             return Served(entry.value, True, entry.age)
         raise exc
 
@@ -205,16 +242,38 @@ class StaleCache:
     def get_or_load(self, key: str, loader: Callable[[], T], *,
                     deadline: Duration = None) -> T:
         """The value for ``key``: cached, freshly loaded, or stale if the load failed."""
-        served: T = self.lookup(key, loader, deadline=deadline).value
+        rules = self._rules
+        try:
+            found = self.backend.get(key)
+        except CacheUnavailable as exc:
+            rules.backend_failed(exc, f"reading {key!r}")
+            found = None
+        if found is not None and found[1] < rules.fresh_for:  # the hot path: a fresh hit
+            value: T
+            if rules.objects:
+                rules.hit()
+                value = found[0]
+                return value
+            try:
+                value = rules.codec.loads(found[0])
+            except ValueError:
+                pass  # a corrupt entry: the slow path logs it and loads again
+            else:
+                rules.hit()
+                return value
+        served: T = self._lookup(key, loader, deadline, rules.entry(found, key)).value
         return served
 
     def lookup(self, key: str, loader: Callable[[], T], *,
                deadline: Duration = None) -> Served[T]:
         """Like :meth:`get_or_load`, but says whether the value is stale and how old."""
+        return self._lookup(key, loader, deadline, self._read(key))
+
+    def _lookup(self, key: str, loader: Callable[[], T], deadline: Duration,
+                entry: Served[Any] | None) -> Served[T]:
         rules = self._rules
-        entry = self._read(key)
         if entry is not None and not entry.stale:
-            rules.count("fresh_hits")
+            rules.hit()
             return entry
         start = time.monotonic()
         flight, leader = rules.join(key)
@@ -224,8 +283,10 @@ class StaleCache:
                 return entry
             rules.count("waited_for_load")
             budget = to_seconds(deadline, "deadline")
+            if budget is None:
+                budget = LONGEST_WAIT_FOR_LOAD
             if not flight.done.wait(budget):
-                raise _waited_too_long(budget or 0.0, start)
+                raise _waited_too_long(budget, start)
             if flight.error is not None:
                 raise flight.error
             return Served(flight.value, False, time.monotonic() - start)
@@ -253,8 +314,11 @@ class StaleCache:
         return self._rules.entry(found, key)
 
     def _store(self, key: str, value: Any) -> None:
+        payload = self._rules.encode(key, value)
+        if payload is _UNSTORABLE:
+            return
         try:
-            self.backend.set(key, self._rules.encode(value), self._rules.stale_for)
+            self.backend.set(key, payload, self._rules.stale_for)
         except CacheUnavailable as exc:
             self._rules.backend_failed(exc, f"storing {key!r}")
 
@@ -304,11 +368,13 @@ class AsyncStaleCache:
         rules = self._rules
         entry = await self._read(key)
         if entry is not None and not entry.stale:
-            rules.count("fresh_hits")
+            rules.hit()
             return entry
         start = time.monotonic()
         budget = to_seconds(deadline, "deadline")
         flight, leader = rules.join(key)
+        if not leader and budget is None:
+            budget = LONGEST_WAIT_FOR_LOAD
         if leader:
             rules.count("loads")
             task = asyncio.ensure_future(self._load(key, loader, flight))
@@ -357,8 +423,11 @@ class AsyncStaleCache:
         return self._rules.entry(found, key)
 
     async def _store(self, key: str, value: Any) -> None:
+        payload = self._rules.encode(key, value)
+        if payload is _UNSTORABLE:
+            return
         try:
-            await self.backend.aset(key, self._rules.encode(value), self._rules.stale_for)
+            await self.backend.aset(key, payload, self._rules.stale_for)
         except CacheUnavailable as exc:
             self._rules.backend_failed(exc, f"storing {key!r}")
 

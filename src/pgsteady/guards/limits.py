@@ -60,6 +60,18 @@ class _Limits:
         self.max_per_key = max_per_key
         self.backend: Backend = backend if backend is not None else MemoryBackend()
         self.lease = seconds
+        self.typical_hold: float | None = None  # moving average of this process's holds
+
+    def held_for(self, seconds: float) -> None:
+        """Learn how long holds last: the best guess of when a slot frees."""
+        last = self.typical_hold
+        self.typical_hold = seconds if last is None else 0.8 * last + 0.2 * seconds
+
+    def refused(self, key: str, lease_left: float) -> LimitExceeded:
+        """The error for a refused hold; ``retry_after`` is when a slot likely frees: the
+        typical hold here, but never later than the earliest lease ends."""
+        guess = lease_left if self.typical_hold is None else min(lease_left, self.typical_hold)
+        return LimitExceeded(key, self.max_per_key, max(0.001, guess))
 
     def pauses(self, wait: float) -> Iterator[float]:
         """Jittered pauses between tries, growing to 50 ms, summing to at most ``wait``."""
@@ -80,7 +92,7 @@ class KeyedLimiter:
     With :class:`MemoryBackend` (the default) the limit holds within this process; with
     :class:`RedisBackend` across every process using that Redis. Leases last ``lease``
     seconds and are renewed every third of that while held, by one background thread per
-    limiter that exits when nothing is held.
+    limiter that exits once a renewal round finds nothing held.
     """
 
     def __init__(self, max_per_key: int, *, backend: Backend | None = None,
@@ -91,17 +103,23 @@ class KeyedLimiter:
         self.lease = self._limits.lease
         self._held: dict[str, str] = {}  # holder -> key
         self._lock = threading.Lock()
-        self._wake = threading.Event()
+        self._stopping = threading.Event()
         self._renewer: threading.Thread | None = None
+
+    def close(self) -> None:
+        """Stop renewing (held slots then end with their leases)."""
+        self._stopping.set()
 
     @contextlib.contextmanager
     def hold(self, key: str, wait: Duration = 0.1) -> Iterator[None]:
         """Hold one of ``key``'s slots for the block; :class:`LimitExceeded` if none frees
         within ``wait`` seconds."""
         holder = self._acquire(key, self._limits.wait_of(wait))
+        start = time.monotonic()
         try:
             yield
         finally:
+            self._limits.held_for(time.monotonic() - start)
             self._release(key, holder)
 
     def _acquire(self, key: str, wait: float) -> str:
@@ -115,7 +133,7 @@ class KeyedLimiter:
                 if retry_after is None:
                     break
             else:
-                raise LimitExceeded(key, limits.max_per_key, retry_after)
+                raise limits.refused(key, retry_after)
         with self._lock:
             self._held[holder] = key
             if self._renewer is None:
@@ -127,8 +145,6 @@ class KeyedLimiter:
     def _release(self, key: str, holder: str) -> None:
         with self._lock:
             self._held.pop(holder, None)
-            if not self._held:
-                self._wake.set()
         try:
             self.backend.release(key, holder)
         except CacheUnavailable as exc:  # the lease ends by itself
@@ -136,13 +152,13 @@ class KeyedLimiter:
                         key, exc)
 
     def _renew(self) -> None:
-        """Renew every held lease each third of a lease; exit once nothing is held."""
+        """Renew every held lease each third of a lease; exit once nothing is held (a thread
+        per hold would cost more than the hold)."""
         while True:
-            self._wake.wait(self.lease / 3)
+            stopping = self._stopping.wait(self.lease / 3)
             with self._lock:
-                self._wake.clear()
                 held = list(self._held.items())
-                if not held:
+                if not held or stopping:
                     self._renewer = None
                     return
             for holder, key in held:
@@ -178,11 +194,13 @@ class AsyncKeyedLimiter:
                 if retry_after is None:
                     break
             else:
-                raise LimitExceeded(key, limits.max_per_key, retry_after)
+                raise limits.refused(key, retry_after)
         renewer = asyncio.ensure_future(self._renew(key, holder))
+        start = time.monotonic()
         try:
             yield
         finally:
+            limits.held_for(time.monotonic() - start)
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
