@@ -29,7 +29,7 @@ DEAD_DSN = "host=127.0.0.1 port=1 dbname=none user=nobody connect_timeout=1"
 @pytest.fixture
 def labdir():
     """A directory the servers' OS user can enter (pytest's tmp_path is private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="pgsteady-test-lq-"))
+    path = Path(tempfile.mkdtemp(prefix="pgsteady-lqtest-"))
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)

@@ -29,7 +29,7 @@ import psycopg
 from psycopg import sql
 
 from pgsteady.errors import LabError, MigrationError, PgsteadyError, UsageError
-from pgsteady.lab import _process
+from pgsteady.lab import _auth, _process
 from pgsteady.lab.cluster import Postgres, make_workdir
 from pgsteady.lab.gateway import MIGRATION, GatewayConfig
 from pgsteady.lab.scenarios import _lock_queue_sql as q
@@ -190,15 +190,29 @@ def run_lock_queue(config: LockQueueConfig, progress: Progress | None = None,
 
 def _prepare_template(server: Postgres, config: LockQueueConfig) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(GATEWAY_ROLE)))
+        # The gateway is an ordinary role (superusers may take the reserved slots), with the
+        # lab's password stored as its SCRAM secret and a passfile of its own.
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+            sql.Identifier(GATEWAY_ROLE), sql.Literal(_auth.scram_secret(server.password))))
+    _auth.write_passfile(_gateway_passfile(server), GATEWAY_ROLE, server.password)
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
             sql.Identifier(TEMPLATE), sql.Identifier(GATEWAY_ROLE)))
-    with psycopg.connect(server.dsn(TEMPLATE, user=GATEWAY_ROLE), autocommit=True) as conn:
+    with psycopg.connect(gateway_dsn(server, TEMPLATE), autocommit=True) as conn:
         for statement in q.SCHEMA:
             conn.execute(statement)
         conn.execute(q.FILL_ORGS, {"orgs": config.orgs})
         conn.execute(q.FILL_LOG, {"rows": config.log_rows, "orgs": config.orgs})
         conn.execute("VACUUM ANALYZE")
+
+
+def _gateway_passfile(server: Postgres) -> Path:
+    return server.workdir / "gateway.pgpass"
+
+
+def gateway_dsn(server: Postgres, dbname: str) -> str:
+    """The gateway role's DSN: secret-free, it names the gateway's passfile."""
+    return server.dsn(dbname, user=GATEWAY_ROLE, passfile=str(_gateway_passfile(server)))
 
 
 def _create_run_db(server: Postgres, name: str, strategy: str) -> None:
@@ -218,7 +232,7 @@ def _one_run(server: Postgres, config: LockQueueConfig, strategy: str, index: in
     _create_run_db(server, dbname, strategy)
     rundir = Path(tempfile.mkdtemp(prefix=f"{dbname}-", dir=server.workdir))
     configs = [GatewayConfig(
-        name=f"r{i}", port=_process.free_port(), dsn=server.dsn(dbname, user=GATEWAY_ROLE),
+        name=f"r{i}", port=_process.free_port(), dsn=gateway_dsn(server, dbname),
         strategy=strategy, pool_size=config.pool_size, hot_keys=config.hot_keys,
         client_timeout=config.client_timeout,
         log_statement_timeout=config.log_statement_timeout) for i in range(config.replicas)]
@@ -293,7 +307,7 @@ class _Deploy:
         logger.addHandler(capture)
         propagate, logger.propagate = logger.propagate, False  # kept here, summed up below
         try:
-            applied = migrate(self.server.dsn(self.dbname, user=GATEWAY_ROLE),
+            applied = migrate(gateway_dsn(self.server, self.dbname),
                               load_dir(folder), policy, check_first=False)
             self.tries = applied[0].tries if applied else 0
         except MigrationError:
