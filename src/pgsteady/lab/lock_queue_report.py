@@ -107,8 +107,8 @@ def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for run in result.runs:
-        fig, axes = plt.subplots(2, 1, figsize=(8, 6), dpi=110, sharex=True)
-        _draw(axes, result, run)
+        fig, axes = plt.subplots(2, 1, figsize=(10, 6), dpi=110, sharex=True)
+        _legends(axes, [_draw(axes, result, run)])
         fig.tight_layout()
         suffix = "" if run.run == 1 else f"-run{run.run}"
         path = out / f"lock-queue-{run.strategy}{suffix}.png"
@@ -116,10 +116,11 @@ def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     firsts = [run for run in result.runs if run.run == 1]
-    fig, grid = plt.subplots(2, len(firsts), figsize=(7 * len(firsts), 6), dpi=110,
+    fig, grid = plt.subplots(2, len(firsts), figsize=(6 * len(firsts) + 2, 6), dpi=110,
                              sharex=True, sharey="row", squeeze=False)
-    for column, run in enumerate(firsts):
-        _draw([grid[0][column], grid[1][column]], result, run, legend=column == 0)
+    drawn = [_draw([grid[0][column], grid[1][column]], result, run)
+             for column, run in enumerate(firsts)]
+    _legends([grid[0][-1], grid[1][-1]], drawn)
     fig.tight_layout()
     combined = out / "lock-queue.png"
     fig.savefig(combined)
@@ -127,7 +128,28 @@ def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
     return [combined, *written]
 
 
-def _draw(axes: Any, result: LockQueueResult, run: RunResult, *, legend: bool = True) -> None:
+Handles = list[tuple[Any, str]]
+
+
+def _legends(axes: Any, drawn: list[tuple[Handles, Handles]]) -> None:
+    """One legend per row, outside on the right, with every entry any column drew (once)."""
+    for row, ax in enumerate(axes):
+        entries = dict((label, handle) for column in drawn for handle, label in column[row]
+                       if not label.startswith("_"))
+        ax.legend(list(entries.values()), list(entries), loc="upper left", fontsize=6,
+                  bbox_to_anchor=(1.13, 1.0), borderaxespad=0)
+
+
+def _handles(*axes: Any) -> Handles:
+    out: Handles = []
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        out += list(zip(handles, labels, strict=True))
+    return out
+
+
+def _draw(axes: Any, result: LockQueueResult, run: RunResult) -> tuple[Handles, Handles]:
+    """Draw one run on its two axes; returns (top, bottom) legend entries."""
     c = result.config
     rows = run.per_second
     t = [r["t"] + 0.5 for r in rows]
@@ -178,8 +200,4 @@ def _draw(axes: Any, result: LockQueueResult, run: RunResult, *, legend: bool = 
     bottom.set_xlabel("seconds")
     bottom.set_xlim(0, len(rows))
     bottom.set_ylim(0, c.max_connections + 5)
-    if legend:
-        handles, labels = top.get_legend_handles_labels()
-        extra_h, extra_l = share_ax.get_legend_handles_labels()
-        top.legend(handles + extra_h, labels + extra_l, loc="lower left", fontsize=6)
-        bottom.legend(loc="upper left", fontsize=6)
+    return _handles(top, share_ax), _handles(bottom)
