@@ -141,8 +141,9 @@ SHORT = {"duration": 25.0, "long_query_for": 15.0, "orgs": 5000, "log_rows": 50_
 @pytest.mark.lab
 @pytest.mark.slow
 def test_shortened_run_naive_outage_steady_held():
-    """25 s each, log query 15 s: naive ends in an outage with restarts and the migration
-    applied only after the log query ended; steady holds with no restart, >= 99 % of
+    """25 s each, log query 15 s: naive ends in an outage with restarts, sessions left
+    behind until PostgreSQL refuses connections, and the migration applied only after the
+    log query ended; steady holds with no restart, >= 99 % of
     uncached lookups answered, failures never longer than the lock_timeout, no session left
     behind, and the migration applied once the log query was stopped, its blocker named."""
     result = run_lock_queue(LockQueueConfig(**SHORT))
@@ -152,6 +153,7 @@ def test_shortened_run_naive_outage_steady_held():
     assert naive.restarts >= 3
     assert naive.totals["peak_left_behind"] > 0
     assert naive.totals["peak_sessions"] > 3 * 10
+    assert naive.connections_exhausted and naive.totals["connections_refused"] > 0
     long_end = max(end for _, end in naive.long_queries)
     assert not naive.migration.applied or naive.migration.applied_at_s >= long_end - 0.5
 
