@@ -233,6 +233,11 @@ class Health:
         self._started = time.monotonic()
         self._threads = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_threads, thread_name_prefix="pgsteady-health")
+        # Probes that arrive while the same kind is running share its result: a burst of
+        # load-balancer checks costs the database one query, not one each.
+        self._lock = threading.Lock()
+        self._running: dict[Mode, concurrent.futures.Future[dict[str, Any]]] = {}
+        self._arunning: dict[Mode, asyncio.Future[dict[str, Any]]] = {}
 
     def close(self) -> None:
         """Stop the check threads (checks still running finish on their own)."""
@@ -265,6 +270,26 @@ class Health:
         return self._run_sync("deep", self.deep_timeout)
 
     def _run_sync(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        with self._lock:
+            running = self._running.get(mode)
+            if running is None:
+                mine: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+                self._running[mode] = mine
+        if running is not None:
+            return running.result(timeout + 1.0)
+        try:
+            report = self._evaluate_sync(mode, timeout)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        else:
+            mine.set_result(report)
+        finally:
+            with self._lock:
+                del self._running[mode]
+        return report
+
+    def _evaluate_sync(self, mode: Mode, timeout: float) -> dict[str, Any]:
         start = time.monotonic()
         budget = timeout * 0.9
         futures = {name: self._threads.submit(self._one_sync, check, mode, budget)
@@ -305,6 +330,15 @@ class Health:
         return await self._run_async("deep", self.deep_timeout)
 
     async def _run_async(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        running = self._arunning.get(mode)
+        if running is not None:
+            return await asyncio.shield(running)
+        mine = asyncio.ensure_future(self._evaluate_async(mode, timeout))
+        self._arunning[mode] = mine
+        mine.add_done_callback(lambda _: self._arunning.pop(mode, None))
+        return await asyncio.shield(mine)
+
+    async def _evaluate_async(self, mode: Mode, timeout: float) -> dict[str, Any]:
         names = list(self.checks)
         results = await asyncio.gather(
             *(self._one_async(self.checks[name], mode, timeout) for name in names))

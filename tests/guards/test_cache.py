@@ -96,7 +96,8 @@ def test_a_failed_load_is_never_cached(pgsteady_proxy):
 def test_fifty_callers_of_one_expired_key_cause_one_load(pgsteady_database, entry):
     """50 threads asking for one expired key at once make exactly one loader call; with a
     stale entry the others get it at once, without one they wait for that load."""
-    cache = StaleCache(fresh_for=0.01, stale_for=0.01 if entry == "absent" else 60)
+    # fresh_for 1 s: a thread the busy machine wakes late still finds the new value fresh
+    cache = StaleCache(fresh_for=1, stale_for=1 if entry == "absent" else 60)
     calls = []
     with Database(pgsteady_database.dsn, pool_size=4) as db:
         def load() -> int:
@@ -104,7 +105,7 @@ def test_fifty_callers_of_one_expired_key_cause_one_load(pgsteady_database, entr
             return db.fetchone("select 5, pg_sleep(0.3)", deadline=5)[0]
 
         cache.get_or_load("hot", lambda: 4)
-        time.sleep(0.02)
+        time.sleep(1.05)
         barrier = threading.Barrier(50)
 
         def caller(_: int) -> tuple:
@@ -117,8 +118,9 @@ def test_fifty_callers_of_one_expired_key_cause_one_load(pgsteady_database, entr
     assert len(calls) == 1
     if entry == "absent":
         assert results == [(5, False)] * 50
-    else:
-        assert (5, False) in results and results.count((4, True)) == 49
+    else:  # the leader gets the new value; the others the stale one (or, if late, the new)
+        assert (5, False) in results and set(results) <= {(5, False), (4, True)}
+        assert results.count((4, True)) >= 40
 
 
 def test_fifty_async_callers_cause_one_load(pgsteady_database):

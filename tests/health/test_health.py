@@ -175,3 +175,40 @@ def test_async_checks_for_an_async_database(pgsteady_database):
     report = asyncio.run(main())
     assert report["checks"]["db"][0]["status"] == "pass"
     assert report["checks"]["hung"][0]["status"] == "fail"
+
+
+def test_concurrent_probes_share_one_evaluation():
+    """20 readiness probes at once, over HTTP and from asyncio, run the checks once (a probe
+    burst costs the database one query)."""
+    calls = []
+
+    def slow() -> bool:
+        calls.append(1)
+        time.sleep(0.2)
+        return True
+
+    async def aslow() -> bool:
+        calls.append(1)
+        await asyncio.sleep(0.1)
+        return True
+
+    health = Health({"dep": slow})
+    with health.serve(0) as server:
+        threads = [threading.Thread(target=_get, args=(server.port, "/health/ready"))
+                   for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+    health.close()
+    assert len(calls) <= 2  # one evaluation, or two if a probe arrived just after it ended
+
+    calls.clear()
+    health = Health({"dep": aslow})
+
+    async def burst() -> list:
+        return await asyncio.gather(*(health.aready() for _ in range(20)))
+
+    reports = asyncio.run(burst())
+    health.close()
+    assert len(calls) == 1 and all(r["status"] == "pass" for r in reports)

@@ -158,7 +158,7 @@ class _Rules:
             data = self.codec.dumps(value)
         except (TypeError, ValueError) as exc:
             self.note("encode", logging.ERROR, "cannot cache %r: the codec refused the value "
-                      "(%s); pass a codec that can encode it", key, exc)
+                      "(%s); pass a codec that can encode it", key, str(exc))
             return _UNSTORABLE
         return data.encode() if isinstance(data, str) else data
 
@@ -178,7 +178,7 @@ class _Rules:
     def backend_failed(self, exc: CacheUnavailable, doing: str) -> None:
         self.count("backend_errors")
         self.note("backend", logging.WARNING,
-                  "cache backend failed while %s; going to the source: %s", doing, exc)
+                  "cache backend failed while %s; going to the source: %s", doing, str(exc))
 
     def join(self, key: str) -> tuple[_Flight, bool]:
         """The flight loading ``key`` and whether we lead it (we must then run the loader)."""
@@ -202,7 +202,7 @@ class _Rules:
             self.count("served_stale")
             self.note("stale", logging.WARNING,
                       "serving stale entries because loads fail (this one %.1f s old): %s",
-                      entry.age, exc)
+                      entry.age, str(exc))  # text: a record must not keep frames alive
             return Served(entry.value, True, entry.age)
         raise exc
 

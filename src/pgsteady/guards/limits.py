@@ -166,6 +166,8 @@ class KeyedLimiter:
                     if not self.backend.renew(key, holder, self.lease):
                         log.warning("a slot of %r was lost (its lease ended before renewal); "
                                     "the limit may be exceeded briefly", key)
+                        with self._lock:
+                            self._held.pop(holder, None)  # warn once, not every round
                 except CacheUnavailable as exc:
                     log.warning("could not renew a slot of %r: %s", key, exc)
 

@@ -23,11 +23,12 @@ from pgsteady.migrate import queries
 from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
+from pgsteady.sqltext import shorten
 
 log = logging.getLogger("pgsteady.migrate")
 
 QUERY_CHARS = 200
-_SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
+SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
                                "REINDEX INDEX CONCURRENTLY", "DETACH PARTITION CONCURRENTLY"})
 
 
@@ -84,7 +85,7 @@ class Blocker:
             what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
         query = self.session.query
         if query_chars and query:
-            excerpt = query if len(query) <= query_chars else query[:query_chars - 3] + "..."
+            excerpt = shorten(query, query_chars)  # the query was scrubbed whole already
             what += f"; its query: {excerpt}"
         return f"{self.session.describe()} {what}"
 
@@ -140,35 +141,55 @@ def _round(value: float | None) -> float | None:
 
 def _session(row: dict[str, Any]) -> Session:
     return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
-                   row["state"], row["xact_age"], row["query_age"], scrub(row["query"]))
+                   row["state"], row["xact_age"], row["query_age"],
+                   shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
+
+
+def _name(conn: psycopg.Connection[Any], target: Target) -> str:
+    parts = (target.schema, target.name) if target.schema else (target.name,)
+    return sql.Identifier(*parts).as_string(conn)
+
+
+def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
+        -> dict[str, dict[str, Any]]:
+    """Every relation the statements name, resolved in one round trip (300 migrations' worth
+    of names cost one query, not one each)."""
+    names = sorted({_name(conn, t) for s in statements for t in _waits_for(s)})
+    if not names:
+        return {}
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(queries.RESOLVE_RELATIONS, {"names": names}).fetchall()
+    return {row.pop("name"): row for row in rows}
 
 
 def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
-            statements: Iterable[StatementInfo], where: str = "") -> list[Need]:
-    """The existing relations the statements lock (an index's table too), with modes."""
+            statements: Iterable[StatementInfo], where: str = "",
+            known: dict[str, dict[str, Any]] | None = None) -> list[Need]:
+    """The existing relations the statements lock (an index's table too), with modes.
+    ``known`` is a :func:`lookup` made beforehand for many migrations at once."""
     needs: list[Need] = []
-    with conn.cursor(row_factory=dict_row) as cur:
-        for statement in statements:
-            place = migration.where(statement) if migration is not None else where
-            for target in _waits_for(statement):
-                parts = (target.schema, target.name) if target.schema else (target.name,)
-                name = sql.Identifier(*parts).as_string(conn)
-                row = cur.execute(queries.RESOLVE_RELATION, {"name": name}).fetchone()
-                if row is None:  # not there yet (an earlier pending migration creates it)
-                    continue
-                oid, _kind, schema, relname, table_oid = row.values()
-                needs.append(Need(oid, f"{schema}.{relname}", target.lock, place,
-                                  statement.kind))
-                if table_oid is not None:  # locking an index locks its table as well
-                    needs.append(Need(table_oid, f"table of {schema}.{relname}", target.lock,
-                                      place, statement.kind))
+    statements = list(statements)
+    if known is None:
+        known = lookup(conn, statements)
+    for statement in statements:
+        place = migration.where(statement) if migration is not None else where
+        for target in _waits_for(statement):
+            row = known.get(_name(conn, target))
+            if row is None:  # not there yet (an earlier pending migration creates it)
+                continue
+            oid, _kind, schema, relname, table_oid = row.values()
+            needs.append(Need(oid, f"{schema}.{relname}", target.lock, place,
+                              statement.kind))
+            if table_oid is not None:  # locking an index locks its table as well
+                needs.append(Need(table_oid, f"table of {schema}.{relname}", target.lock,
+                                  place, statement.kind))
     return needs
 
 
 def _waits_for(statement: StatementInfo) -> list[Target]:
     """The statement's targets, plus what a concurrent index build waits out: writers."""
     targets = list(statement.targets)
-    if statement.kind in _SNAPSHOT_WAITERS:
+    if statement.kind in SNAPSHOT_WAITERS:
         # After taking SHARE UPDATE EXCLUSIVE it waits for every transaction holding a lock
         # that conflicts with SHARE (any writer), then for old snapshots.
         targets += [Target(t.schema, t.name, LockMode.SHARE) for t in statement.targets]
@@ -216,9 +237,10 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
           min_age: float = 1.0) -> Report:
     """Preflight the pending migrations; the report names every session in their way."""
     report = Report(list(pending))
-    needs = [need for m in pending for need in resolve(conn, m, m.statements)]
+    known = lookup(conn, [s for m in pending for s in m.statements])
+    needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
     report.blockers += blockers_for(conn, needs, min_age=min_age)
-    waiting = [(m, s) for m in pending for s in m.statements if s.kind in _SNAPSHOT_WAITERS]
+    waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:
         migration, statement = waiting[0]
         named = {b.session.pid for b in report.blockers}
