@@ -111,34 +111,42 @@ def _share(text: str) -> float:
 
 def _register_lock_queue(scenarios: Any) -> None:
     lq = scenarios.add_parser(
-        "lock-queue", help="reproduce seed 002's blocked migration and restart loop, and the fix",
-        description="Reproduce seed 002: a long dashboard log query, a deploy whose migration "
-                    "queues behind it, liveness probes that restart gateway replicas, and "
-                    "sessions the killed replicas leave behind; then the same deploy under "
-                    "pgsteady. Prints per-second tables and a summary.")
+        "lock-queue", help="reproduce the blocked migration and restart loop, and the fix",
+        description="Reproduce the lock-queue outage (docs/outages.md, 2): a long dashboard "
+                    "log query, a deploy whose migration queues behind it, liveness probes "
+                    "that restart gateway replicas, and sessions the killed replicas leave "
+                    "behind; then the same deploy under pgsteady. Prints per-second tables "
+                    "and a summary.")
     lq.add_argument("--strategy", default="naive,steady",
                     help="comma-separated: naive, steady (default: naive,steady)")
-    lq.add_argument("--replicas", type=_args.non_negative_int, default=3)
+    lq.add_argument("--replicas", type=_args.non_negative_int, default=3,
+                    help="gateway replicas, each a uvicorn process with its own pool (3)")
     lq.add_argument("--rate", type=_args.non_negative_int, default=200,
                     help="requests a second over all endpoints (200)")
     lq.add_argument("--cached-share", type=_share, default=0.6,
                     help="share of lookups for organizations in the replicas' cache (0.6)")
     lq.add_argument("--dashboard-share", type=_share, default=0.05,
                     help="share of requests for the dashboard's log page (0.05)")
-    lq.add_argument("--duration", type=_args.duration, default=60.0)
-    lq.add_argument("--deploy-at", type=_args.duration, default=8.0)
+    lq.add_argument("--duration", type=_args.duration, default=60.0,
+                    help="how long each run lasts (60s)")
+    lq.add_argument("--deploy-at", type=_args.duration, default=8.0,
+                    help="when the new version is deployed (8s)")
     lq.add_argument("--long-query-at", type=_times, default=(2.0, 6.0),
                     help="when dashboard users open the slow log page: 2s,6s")
     lq.add_argument("--long-query-for", type=_args.duration, default=40.0,
                     help="how long the slow log query would run (40s)")
-    lq.add_argument("--probe-interval", type=_args.duration, default=1.0)
-    lq.add_argument("--probe-failures", type=_args.non_negative_int, default=3)
-    lq.add_argument("--max-connections", type=_args.non_negative_int, default=60)
+    lq.add_argument("--probe-interval", type=_args.duration, default=1.0,
+                    help="how often the supervisor probes each replica (1s)")
+    lq.add_argument("--probe-failures", type=_args.non_negative_int, default=3,
+                    help="failed probes in a row before a restart or leaving rotation (3)")
+    lq.add_argument("--max-connections", type=_args.non_negative_int, default=60,
+                    help="PostgreSQL's max_connections, 3 of them reserved (60)")
     lq.add_argument("--lock-timeout", type=_args.duration, default=1.0,
                     help="steady: the migration's lock_timeout cap (1s)")
     lq.add_argument("--log-statement-timeout", type=_args.duration, default=5.0,
                     help="steady: statement_timeout of the bounded log query (5s)")
-    lq.add_argument("--runs", type=_args.non_negative_int, default=1)
+    lq.add_argument("--runs", type=_args.non_negative_int, default=1,
+                    help="runs of each strategy (1)")
     lq.add_argument("--json", metavar="FILE", help="write the results as JSON")
     lq.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
     lq.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
