@@ -275,11 +275,13 @@ def _lock_queue_charts(result: Result, run: dict[str, Any], chart_id: str) -> st
     if config.get("max_connections"):
         sessions.levels.append(svg.Level(f"max_connections {config['max_connections']}",
                                          float(config["max_connections"])))
-    bands = []
-    start = float(config.get("long_query_at", 2.0))
-    if config.get("long_query_for"):
-        bands.append(svg.Band("the long log query", start,
-                              min(start + float(config["long_query_for"]), len(rows)), "band"))
+    bands: list[svg.Band] = []
+    spans = [(float(a), float(b)) for a, b in run.get("long_queries") or []]  # as measured
+    if not spans and config.get("long_query_for"):
+        starts = config.get("long_query_at", 2.0)  # one time, or a list of them
+        spans = [(float(a), min(float(a) + float(config["long_query_for"]), len(rows)))
+                 for a in (starts if isinstance(starts, list) else [starts])]
+    bands.extend(svg.Band("the long log query", a, b, "band") for a, b in spans)
     migration = run.get("migration") or {}
     if config.get("deploy_at") is not None:
         end = migration.get("applied_at_s")
