@@ -133,3 +133,103 @@ WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LI
   AND c.relkind IN ('r', 'p', 'i', 'I', 'v', 'm', 'S', 'f')
 ORDER BY 1
 """
+
+
+# --- Lock targets -> existing relations (migrate/resolve.py). Each returns rows of
+# (oid, "schema.name") for the relations reached from %(oid)s (or %(name)s) that way.
+_QUALIFIED = "n.nspname::text || '.' || c.relname::text"
+
+# A relation as written -> itself, and for an index the table behind it.
+RESOLVE_TARGET = f"""
+SELECT c.oid::int8, {_QUALIFIED}, i.indrelid::int8,
+       (SELECT tn.nspname::text || '.' || t.relname::text FROM pg_class t
+        JOIN pg_namespace tn ON tn.oid = t.relnamespace WHERE t.oid = i.indrelid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+WHERE c.oid = to_regclass(%(name)s)
+"""
+
+_REACHED = f"""
+SELECT c.oid::int8, {_QUALIFIED}
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid IN ({{}}) ORDER BY 2
+"""
+
+REACH_QUERIES: dict[str, str] = {
+    "descendants": _REACHED.format("""
+        WITH RECURSIVE tree(oid) AS (
+            SELECT inhrelid FROM pg_inherits WHERE inhparent = %(oid)s
+            UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.oid)
+        SELECT oid FROM tree"""),
+    "parent": _REACHED.format("SELECT inhparent FROM pg_inherits WHERE inhrelid = %(oid)s"),
+    "default partition": _REACHED.format(
+        "SELECT partdefid FROM pg_partitioned_table WHERE partrelid = %(oid)s"),
+    "sibling default": _REACHED.format("""
+        SELECT p.partdefid FROM pg_partitioned_table p
+        JOIN pg_inherits i ON i.inhparent = p.partrelid WHERE i.inhrelid = %(oid)s"""),
+    # Views (and materialized views) built on %(oid)s, through views: DROP ... CASCADE.
+    "dependent views": _REACHED.format("""
+        WITH RECURSIVE users(oid) AS (
+            SELECT r.ev_class FROM pg_depend d JOIN pg_rewrite r
+              ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+            WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = %(oid)s
+              AND r.ev_class <> %(oid)s
+            UNION
+            SELECT r.ev_class FROM users JOIN pg_depend d
+              ON d.refclassid = 'pg_class'::regclass AND d.refobjid = users.oid
+            JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+            WHERE r.ev_class <> users.oid)
+        SELECT oid FROM users"""),
+    # Foreign keys of %(oid)s, optionally only those on column %(column)s or named
+    # %(constraint)s: the tables they point at.
+    "referenced": _REACHED.format("""
+        SELECT k.confrelid FROM pg_constraint k
+        WHERE k.contype = 'f' AND k.conrelid = %(oid)s
+          AND (%(constraint)s::text IS NULL OR k.conname = %(constraint)s)
+          AND (%(column)s::text IS NULL OR (SELECT a.attnum FROM pg_attribute a
+               WHERE a.attrelid = %(oid)s AND a.attname = %(column)s) = ANY(k.conkey))"""),
+    # Foreign keys pointing at %(oid)s (at column %(column)s, or through the unique index
+    # of constraint %(constraint)s): the tables they are on.
+    "referencing": _REACHED.format("""
+        SELECT k.conrelid FROM pg_constraint k
+        WHERE k.contype = 'f' AND k.confrelid = %(oid)s
+          AND (%(constraint)s::text IS NULL OR k.conindid IN (
+               SELECT u.conindid FROM pg_constraint u
+               WHERE u.conrelid = %(oid)s AND u.conname = %(constraint)s))
+          AND (%(column)s::text IS NULL OR (SELECT a.attnum FROM pg_attribute a
+               WHERE a.attrelid = %(oid)s AND a.attname = %(column)s) = ANY(k.confkey))"""),
+    # What a view or materialized view reads, through nested views.
+    "reads": _REACHED.format("""
+        WITH RECURSIVE reads(oid) AS (
+            SELECT d.refobjid FROM pg_rewrite r JOIN pg_depend d
+              ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+             AND d.refclassid = 'pg_class'::regclass
+            WHERE r.ev_class = %(oid)s AND d.refobjid <> %(oid)s
+            UNION
+            SELECT d.refobjid FROM reads JOIN pg_rewrite r ON r.ev_class = reads.oid
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+             AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> reads.oid)
+        SELECT oid FROM reads"""),
+}
+
+# Reaches that start from a name that is not a relation.
+REACH_BY_NAME: dict[str, str] = {
+    "statistics": _REACHED.format("""
+        SELECT s.stxrelid FROM pg_statistic_ext s
+        WHERE s.stxname = %(name)s AND (CASE WHEN %(schema)s::text IS NULL
+              THEN pg_statistics_obj_is_visible(s.oid)
+              ELSE s.stxnamespace = to_regnamespace(%(schema)s) END)"""),
+    "domain users": _REACHED.format("""
+        SELECT a.attrelid FROM pg_attribute a JOIN pg_class r ON r.oid = a.attrelid
+        WHERE a.atttypid = to_regtype(%(qualified)s) AND NOT a.attisdropped
+          AND r.relkind IN ('r', 'p', 'm')"""),
+    "function users": _REACHED.format("""
+        SELECT t.tgrelid FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid
+        WHERE f.proname = %(name)s AND (CASE WHEN %(schema)s::text IS NULL
+              THEN pg_function_is_visible(f.oid)
+              ELSE f.pronamespace = to_regnamespace(%(schema)s) END)"""),
+    "schema": _REACHED.format("""
+        SELECT r.oid FROM pg_class r
+        WHERE r.relnamespace = to_regnamespace(%(name)s)
+          AND r.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')"""),
+}
