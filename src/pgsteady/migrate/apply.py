@@ -33,6 +33,7 @@ from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, Usa
 from pgsteady.migrate import preflight, queries
 from pgsteady.migrate.analysis import StatementInfo, analyze
 from pgsteady.migrate.source import Migration
+from pgsteady.migrate.watch import BlockerWatch
 from pgsteady.settings import pg_interval, redact, scrub
 
 log = logging.getLogger("pgsteady.migrate")
@@ -342,24 +343,40 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
                 raise MigrationBlocked(report.summary())
         history = History(policy)
         history.ensure(conn, policy)
-        for migration in todo:
-            applied = apply_one(conn, migration, policy, history)
-            done.append(applied)
-            if on_applied is not None:
-                on_applied(applied)
+        with BlockerWatch(lambda: _watch_connection(dsn), conn.info.backend_pid) as watcher:
+            for migration in todo:
+                applied = apply_one(conn, migration, policy, history, watcher=watcher)
+                done.append(applied)
+                if on_applied is not None:
+                    on_applied(applied)
     return done
 
 
+def _watch_connection(dsn: str) -> psycopg.Connection[Any]:
+    """The blocker watch's own session, labelled so an operator can tell it apart."""
+    name = application_name().replace("pgsteady-migrate@", "pgsteady-migrate-watch@", 1)
+    return psycopg.connect(dsn, autocommit=True, application_name=name, connect_timeout=5,
+                           prepare_threshold=None)
+
+
 def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Policy,
-              history: History) -> Applied:
-    """One migration, with lock retries; all of it or nothing of it."""
+              history: History, *, watcher: BlockerWatch | None = None) -> Applied:
+    """One migration, with lock retries; all of it or nothing of it.
+
+    With a ``watcher`` on ``conn``'s backend, a failed try names the sessions seen in its
+    way; without one (or if it saw none), those the analysis predicts."""
     start = time.monotonic()
     step = _transactional if migration.transactional else _autocommit
 
     def try_once(attempt: Attempt) -> None:
+        if watcher is not None:
+            watcher.take()  # forget what earlier tries saw
         step(conn, migration, attempt, policy=policy, history=history, start=start)
 
     def name_blockers(exc: BaseException) -> list[preflight.Blocker]:
+        seen = watcher.take() if watcher is not None else []
+        if seen:
+            return seen
         statements = [exc.statement] if isinstance(exc, _StatementFailed) else \
             list(migration.statements)
         needs = preflight.resolve(conn, migration, statements)

@@ -104,6 +104,31 @@ class Target:
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
+    def describe(self) -> str:
+        """``ACCESS EXCLUSIVE on tables child's foreign keys reference (column parent_id)``."""
+        where = _REACH_WORDS[self.reach].format(self.qualified)
+        if self.only:
+            what, _, name = self.only.partition(":")
+            where += f" ({what} {name})"
+        return f"{self.lock} on {where}"
+
+
+_REACH_WORDS: dict[Reach, str] = {
+    Reach.SELF: "{}",
+    Reach.DESCENDANTS: "the partitions and children of {}",
+    Reach.PARENT: "the parent of {}",
+    Reach.DEFAULT_PARTITION: "the default partition of {}",
+    Reach.SIBLING_DEFAULT: "the default partition beside {}",
+    Reach.DEPENDENT_VIEWS: "the views reading {}",
+    Reach.REFERENCED: "the tables {}'s foreign keys reference",
+    Reach.REFERENCING: "the tables whose foreign keys reference {}",
+    Reach.READS: "what view {} reads",
+    Reach.STATISTICS: "the table of statistics {}",
+    Reach.DOMAIN_USERS: "the tables with a column of domain {}",
+    Reach.SCHEMA: "everything in schema {}",
+    Reach.FUNCTION_USERS: "the tables with a trigger calling {}",
+}
+
 
 def join(a: LockMode, b: LockMode) -> LockMode:
     """The weakest mode that covers both (SHARE + SHARE UPDATE EXCLUSIVE: SHARE ROW EXCL.)."""

@@ -87,6 +87,8 @@ class Blocker:
         """One line; with ``query_chars``, ends with the start of the session's query."""
         if self.reason == "old snapshot":
             what = "holds a snapshot CREATE INDEX CONCURRENTLY must wait out"
+        elif self.lock_mode is None:  # seen further back in a chain of waiters
+            what = self.reason
         else:
             what = f"{self.reason} {self.lock_mode} on {self.relation}"
         if self.need is not None:

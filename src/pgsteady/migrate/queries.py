@@ -233,3 +233,35 @@ REACH_BY_NAME: dict[str, str] = {
         WHERE r.relnamespace = to_regnamespace(%(name)s)
           AND r.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')"""),
 }
+
+
+# --- The blocker watch (migrate/watch.py): short limits, so it can never hang or queue.
+WATCH_SETUP = "SET statement_timeout = '2s'; SET lock_timeout = '100ms'"
+
+# Who blocks backend %(pid)s now, and who blocks them (up to %(depth)s steps); for the
+# direct blockers, the lock they hold (strongest) or wait for on the relation it waits for.
+WATCH_BLOCKERS = f"""
+WITH RECURSIVE chain(pid, blocked_pid, depth) AS (
+    SELECT b, %(pid)s::int, 1 FROM unnest(pg_blocking_pids(%(pid)s::int)) AS b
+    UNION
+    SELECT b, chain.pid, chain.depth + 1
+    FROM chain CROSS JOIN LATERAL unnest(pg_blocking_pids(chain.pid)) AS b
+    WHERE chain.depth < %(depth)s::int
+), wanted AS (
+    SELECT relation FROM pg_locks
+    WHERE pid = %(pid)s::int AND NOT granted AND locktype = 'relation' LIMIT 1
+)
+SELECT DISTINCT ON (a.pid) {_SESSION_COLUMNS}, chain.depth, chain.blocked_pid,
+    (SELECT relation::regclass::text FROM wanted) AS relation,
+    (SELECT h.mode FROM pg_locks h
+     WHERE h.pid = a.pid AND h.granted AND h.locktype = 'relation'
+       AND h.relation = (SELECT relation FROM wanted)
+     ORDER BY array_position(ARRAY['AccessExclusiveLock', 'ExclusiveLock',
+         'ShareRowExclusiveLock', 'ShareLock', 'ShareUpdateExclusiveLock', 'RowExclusiveLock',
+         'RowShareLock', 'AccessShareLock'], h.mode::text) LIMIT 1) AS held_mode,
+    (SELECT w.mode FROM pg_locks w
+     WHERE w.pid = a.pid AND NOT w.granted AND w.locktype = 'relation'
+       AND w.relation = (SELECT relation FROM wanted) LIMIT 1) AS waited_mode
+FROM chain JOIN pg_stat_activity a ON a.pid = chain.pid
+ORDER BY a.pid, chain.depth
+"""
