@@ -188,7 +188,7 @@ def test_migrate_names_what_it_saw_in_its_way(db, fk_dir):
             apply.migrate(db, migrations, QUICK, check_first=False)
         message = str(err.value)
         assert f"pid {reader.info.backend_pid} 'hidden-reader'" in message
-        assert "holds AccessShareLock on parent" in message
+        assert "holds AccessShareLock on public.parent" in message
     finally:
         reader.close()
     with psycopg.connect(db) as conn:  # the watch's session is gone with the run

@@ -132,6 +132,18 @@ def pg_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+def describe_pg_error(error: BaseException) -> str:
+    """``SQLSTATE message; DETAIL: ...; HINT: ...`` in one line, secrets scrubbed."""
+    sqlstate = getattr(error, "sqlstate", None) or "error"
+    text = f"{sqlstate} {_first_line(error)}"
+    diag = getattr(error, "diag", None)
+    for label, value in (("DETAIL", getattr(diag, "message_detail", None)),
+                         ("HINT", getattr(diag, "message_hint", None))):
+        if value:
+            text += f"; {label}: {scrub(' '.join(value.split()))}"
+    return text
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return scrub(text.splitlines()[0]) if text else type(exc).__name__

@@ -252,7 +252,9 @@ WITH RECURSIVE chain(pid, blocked_pid, depth) AS (
     WHERE pid = %(pid)s::int AND NOT granted AND locktype = 'relation' LIMIT 1
 )
 SELECT DISTINCT ON (a.pid) {_SESSION_COLUMNS}, chain.depth, chain.blocked_pid,
-    (SELECT relation::regclass::text FROM wanted) AS relation,
+    (SELECT n.nspname::text || '.' || c.relname::text FROM wanted w
+     JOIN pg_class c ON c.oid = w.relation JOIN pg_namespace n ON n.oid = c.relnamespace)
+        AS relation,
     (SELECT h.mode FROM pg_locks h
      WHERE h.pid = a.pid AND h.granted AND h.locktype = 'relation'
        AND h.relation = (SELECT relation FROM wanted)

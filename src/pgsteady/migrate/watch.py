@@ -49,6 +49,7 @@ class BlockerWatch:
         self._conn: psycopg.Connection[Any] | None = None
 
     def __enter__(self) -> BlockerWatch:
+        self._stop.clear()
         try:
             self._conn = self._connect()
             self._conn.execute(queries.WATCH_SETUP)
