@@ -27,9 +27,9 @@ import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from pgsteady.errors import BadMigration, MigrationError, PgsteadyError
+from pgsteady.errors import BadMigration, MigrationBlocked, MigrationError, PgsteadyError
 from pgsteady.migrate import queries
 from pgsteady.settings import pg_interval
 
@@ -104,8 +104,7 @@ def run_alembic_migrations(
             kinds = [_check_step(step) for step in steps]  # refuse before anything runs
             runner = _Runner(context, connection, policy, side_conn, configure)
             with runner.watcher:
-                for step, kind in zip(steps, kinds, strict=True):
-                    runner.apply(step, kind)
+                runner.run(steps, kinds)
     except PgsteadyError as exc:
         # Alembic's own convention: a CommandError is printed as one line, no traceback.
         # The pgsteady error (MigrationBlocked, MigrationError) stays as __cause__.
@@ -186,6 +185,7 @@ class _Runner:
         self.current: list[Any] = []
         self.autocommitted = 0
         self.guard_commits = False
+        self.batch = False
         dbapi = connection.connection.driver_connection
         self.watcher = BlockerWatch(self._watch_connection, dbapi.info.backend_pid)
         context.configure(connection=connection, fn=self._next, **configure)
@@ -193,6 +193,77 @@ class _Runner:
 
     def _next(self, heads: Any, migration_context: Any) -> list[Any]:
         return self.current
+
+    def run(self, steps: list[Any], kinds: list[str]) -> None:
+        """Every step in order: plain ones in batches, each in its own transaction (Alembic's
+        transaction_per_migration, so no step costs more than one round of its own); a step
+        that fails on a lock is retried alone on the policy's schedule, then the batch goes
+        on after it; a lone autocommit block runs alone."""
+        done = 0
+        for _ in range(2 * len(steps) + 1):  # each round applies at least one step
+            if done >= len(steps):
+                return
+            if kinds[done] == AUTOCOMMIT:
+                self.apply(steps[done], AUTOCOMMIT)
+                done += 1
+                continue
+            end = next((i for i in range(done, len(steps)) if kinds[i] == AUTOCOMMIT),
+                       len(steps))
+            applied, failure = self._batch(steps[done:end])
+            done += applied
+            if failure is None:
+                continue
+            step = steps[done]
+            if not _is_lock_failure(failure):
+                self._raise_failure(step, failure)
+            from pgsteady.migrate import apply  # noqa: PLC0415
+
+            seen = "; ".join(b.describe(query_chars=apply.LOGGED_QUERY_CHARS)
+                             for b in self._name_blockers(failure))
+            log.warning("%s: try 1 could not get its locks within lock_timeout %.0f ms (%s); "
+                        "blocked by: %s", _label(step), self.policy.lock_timeout_for(1) * 1000,
+                        type(apply.pg_error(failure)).__name__, seen or "(gone before it was seen)")
+            self.apply(step, SAFE, first_try=failure)
+            done += 1
+
+    def _batch(self, steps: list[Any]) -> tuple[int, BaseException | None]:
+        """Run ``steps`` in one Alembic pass, a transaction each: (applied, failure)."""
+        applied = 0
+
+        last = time.monotonic()
+
+        def count(step: Any, **_: Any) -> None:
+            nonlocal applied, last
+            applied += 1
+            self.guard_commits = False  # Alembic's own commit of this step follows
+            now = time.monotonic()
+            log.info("applied alembic %s in %.0f ms (1 tries)", step.up_revision_id
+                     if step.is_upgrade else step.down_revision_ids, (now - last) * 1000)
+            last = now
+
+        callbacks = self.configure.get("on_version_apply") or ()
+        callbacks = [callbacks] if callable(callbacks) else list(callbacks)
+        options = {k: v for k, v in self.configure.items()
+                   if k not in ("on_version_apply", "transaction_per_migration")}
+        self.context.configure(connection=self.connection, fn=lambda heads, ctx: steps,
+                               transaction_per_migration=True,
+                               on_version_apply=[*callbacks, count], **options)
+        try:
+            with self._session_timeouts(self.policy.lock_timeout_for(1),
+                                        self.policy.statement_timeout):
+                self.batch = True
+                try:
+                    with self.context.begin_transaction():
+                        self.context.run_migrations()
+                finally:
+                    self.batch = self.guard_commits = False
+                    self.connection.rollback()  # a no-op unless a step failed midway
+        except Exception as exc:
+            return applied, exc
+        finally:
+            # Back to one step per pass, for retries and autocommit blocks.
+            self.context.configure(connection=self.connection, fn=self._next, **self.configure)
+        return applied, None
 
     def _watch_connection(self) -> Any:
         from pgsteady.migrate import apply  # noqa: PLC0415
@@ -208,18 +279,27 @@ class _Runner:
     def _listen(self) -> None:
         from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
 
+        def on_begin(conn: Any) -> None:
+            if self.batch:  # from here until Alembic records the step, no commit is ours
+                self.guard_commits = True
+
         def on_commit(conn: Any) -> None:
             if self.guard_commits:
+                self.guard_commits = False
+                # Undo it on the driver itself: SQLAlchemy may see the transaction as gone.
+                conn.connection.driver_connection.rollback()
                 raise _CommitInsideRevision
 
         def on_execute(conn: Any, *_: Any) -> None:
             if conn.connection.driver_connection.autocommit:  # committed as it ran
                 self.autocommitted += 1
 
+        event.listen(self.connection, "begin", on_begin)
         event.listen(self.connection, "commit", on_commit)
         event.listen(self.connection, "after_cursor_execute", on_execute)
 
-    def apply(self, step: Any, kind: str) -> None:
+    def apply(self, step: Any, kind: str, first_try: BaseException | None = None) -> None:
+        """One step with lock retries; ``first_try``: its try in a batch already failed."""
         from pgsteady.migrate import apply  # noqa: PLC0415
 
         label = _label(step)
@@ -229,30 +309,37 @@ class _Runner:
         try:
             _, tries = apply.with_lock_retries(
                 lambda attempt: once(step, attempt), self.policy, what=label,
-                name_blockers=self._name_blockers)
-        except MigrationError:
-            raise
-        except _CommitInsideRevision:
+                name_blockers=self._name_blockers, failed_try=first_try)
+        except Exception as exc:
+            self._raise_failure(step, exc)
+        log.info("applied %s in %.0f ms (%d tries)", label, (time.monotonic() - start) * 1000,
+                 tries)
+
+    def _raise_failure(self, step: Any, exc: BaseException) -> NoReturn:
+        """Turn what a step raised into the one-line MigrationError the CLI prints."""
+        from pgsteady.migrate import apply  # noqa: PLC0415
+
+        label = _label(step)
+        if isinstance(exc, (MigrationError, MigrationBlocked)):
+            raise exc
+        if isinstance(exc, _CommitInsideRevision):
             raise MigrationError(
                 f"{label} ({step.revision.path}) commits by itself; it was rolled back, "
                 f"nothing of it was applied. Split it into one revision per transaction, or "
                 f"put what cannot run in a transaction alone in an autocommit_block()") \
                 from None
-        except _PartlyApplied as exc:
+        if isinstance(exc, _PartlyApplied):
             cause = apply.pg_error(exc.__cause__) if exc.__cause__ else None
             why = apply.describe_pg_error(cause) if cause is not None else str(exc.__cause__)
             raise MigrationError(
                 f"{label} failed after {exc.committed} statement(s) of its autocommit_block() "
                 f"had committed: {why}; alembic_version was not moved. Finish or undo those "
                 f"by hand (or make the block idempotent), then run again") from exc.__cause__
-        except Exception as exc:
-            error = apply.pg_error(exc)
-            if error is None:
-                raise
-            raise MigrationError(f"{label} failed: {apply.describe_pg_error(error)}; nothing "
-                                 f"of it was applied. Fix the revision and run again") from exc
-        log.info("applied %s in %.0f ms (%d tries)", label, (time.monotonic() - start) * 1000,
-                 tries)
+        error = apply.pg_error(exc)
+        if error is None:
+            raise exc
+        raise MigrationError(f"{label} failed: {apply.describe_pg_error(error)}; nothing "
+                             f"of it was applied. Fix the revision and run again") from exc
 
     def _transactional(self, step: Any, attempt: Any) -> None:
         self.watcher.take()
@@ -310,8 +397,7 @@ class _Runner:
         try:
             yield
         finally:
-            if self.connection.in_transaction():
-                self.connection.rollback()
+            self.connection.rollback()  # a no-op unless something failed midway
             put(self.policy.lock_timeout, self.policy.statement_timeout)
 
     def _name_blockers(self, exc: BaseException) -> list[Blocker]:
