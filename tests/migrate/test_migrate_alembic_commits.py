@@ -145,3 +145,50 @@ def upgrade():
     assert version(db) == "0001"
     assert not exists(db, "u") and not exists(db, "v")
     command.upgrade(cfg, "0001")  # a rerun is clean: no "already exists"
+
+
+def _statements_for(tmp_path: Path, dsn: str, revisions: int) -> tuple[int, int]:
+    """(SQL statements sent, times the steps were worked out) for ``upgrade head``."""
+    from unittest import mock
+
+    from alembic.script.base import ScriptDirectory
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    count = 0
+
+    def seen(*_: object) -> None:
+        nonlocal count
+        count += 1
+
+    steps = mock.patch.object(ScriptDirectory, "_upgrade_revs", autospec=True,
+                              side_effect=ScriptDirectory._upgrade_revs)
+
+    cfg = project(tmp_path / str(revisions), dsn, ['''
+def upgrade():
+    op.execute("SELECT 1")
+'''] * revisions)
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        with steps as worked_out:
+            command.upgrade(cfg, "head")
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert version(dsn) == f"{revisions:04d}"
+    return count, worked_out.call_count
+
+
+def test_work_per_revision_does_not_grow_with_history(pgsteady_postgres, tmp_path):
+    """Linear in history length: steps worked out once; statements per revision constant."""
+    counts = {}
+    for revisions in (10, 40):
+        dsn = pgsteady_postgres.create_database(f"alembic_linear_{revisions}")
+        try:
+            counts[revisions] = _statements_for(tmp_path, dsn, revisions)
+        finally:
+            pgsteady_postgres.drop_database(f"alembic_linear_{revisions}")
+    # The steps are worked out once (it was once per revision: quadratic).
+    assert counts[10][1] == counts[40][1] == 1
+    per_revision = (counts[40][0] - counts[10][0]) / 30
+    assert per_revision <= 3  # the revision's own statement and the version row (+ slack)
+    assert counts[10][0] <= 10 * per_revision + 25  # plus a fixed start-up cost

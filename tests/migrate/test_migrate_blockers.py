@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from migrate_helpers import FAST, history, write_migrations
 
-from pgsteady.errors import MigrationBlocked
+from pgsteady.errors import MigrationBlocked, MigrationError
 from pgsteady.migrate import apply, source
 
 # Blocked runs give up quickly: the point is who they name, not how long they try.
@@ -196,3 +196,21 @@ def test_migrate_names_what_it_saw_in_its_way(db, fk_dir):
                             "LIKE 'pgsteady-migrate-watch@%'").fetchone()
     assert left[0] == 0
     assert history(db) == [1]
+
+
+def test_errors_keep_detail_hint_and_position(db, fk_dir):
+    """A failing statement's message keeps DETAIL and HINT and points at file:line:col."""
+    write_migrations(fk_dir, {"0002_bad.sql": "ALTER TABLE parent ADD COLUMN flag boolean;\n"
+                                              "SELECT 1;\n"
+                                              "  SELECT id,\n         nosuchcolumn FROM parent;\n"})
+    with pytest.raises(MigrationError) as err:
+        apply.migrate(db, source.load_dir(fk_dir), FAST)
+    assert "0002_bad.sql:4:10: SELECT failed: 42703" in str(err.value)
+    write_migrations(fk_dir, {"0002_bad.sql": "DROP TABLE parent;\n"})
+    with pytest.raises(MigrationError) as err:
+        apply.migrate(db, source.load_dir(fk_dir), FAST)
+    message = str(err.value)
+    assert "0002_bad.sql:1: DROP TABLE failed: 2BP01" in message
+    assert "DETAIL: constraint child_parent_fkey on table child depends on table parent" in message
+    assert "HINT: Use DROP ... CASCADE" in message
+    assert "\n" not in message

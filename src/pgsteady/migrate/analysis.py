@@ -339,7 +339,8 @@ def _create_table_as(node: Any) -> Described:
 def _view(node: Any) -> Described:
     # OR REPLACE takes ACCESS EXCLUSIVE on the view it replaces; a new view locks nothing.
     kind = "CREATE OR REPLACE VIEW" if node.replace else "CREATE VIEW"
-    return kind, [_rv(node.view, AE), *_reads(node.query)], True
+    replaced = [_rv(node.view, AE)] if node.replace else []
+    return kind, [*replaced, *_reads(node.query)], True
 
 
 def _index(node: Any) -> Described:

@@ -418,11 +418,24 @@ def _failure(migration: Migration, exc: _StatementFailed, policy: Policy) -> Mig
             policy.index_statement_timeout
         why = f"statement_timeout of {limit:g}s reached"
     else:
-        why = f"{cause.sqlstate or 'error'} {_first_line(cause)}"
+        why = describe_pg_error(cause)
     left = "nothing of it was applied" if migration.transactional else \
         "it ran outside a transaction; any invalid index it left is dropped on the next run"
-    return MigrationError(f"{exc.where}: {exc.statement.kind} failed: {why}; {left}. Fix the "
+    where = error_position(migration, exc.statement, cause) or exc.where
+    return MigrationError(f"{where}: {exc.statement.kind} failed: {why}; {left}. Fix the "
                           f"migration or the data and run again")
+
+
+def error_position(migration: Migration, statement: StatementInfo,
+                   error: psycopg.Error) -> str | None:
+    """PostgreSQL's error position (a character of the statement sent) as ``file:line:col``."""
+    position = getattr(error.diag, "statement_position", None)
+    if not position or not str(position).isdigit():
+        return None
+    before = statement.sql[:int(position) - 1]
+    lines = before.count("\n")
+    col = statement.col + len(before) if not lines else len(before) - before.rfind("\n")
+    return f"{migration.path}:{statement.line + lines}:{col}"
 
 
 def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None:
