@@ -91,6 +91,8 @@ class Blocker:
             what = self.reason
         else:
             what = f"{self.reason} {self.lock_mode} on {self.relation}"
+            if self.need is not None and self.need.via:  # a table the statement does not name
+                what += f" ({self.need.via})"
         if self.need is not None:
             what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
         query = self.session.query
