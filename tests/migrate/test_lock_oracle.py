@@ -52,6 +52,8 @@ CREATE INDEX events_at_idx ON events (at);
 CREATE INDEX events_payload_idx ON ONLY events (payload);
 CREATE INDEX events_2025_payload_idx ON events_2025 (payload);
 CREATE TABLE events_loose (id int, at date NOT NULL, payload text);
+CREATE TABLE logs (id int, at date NOT NULL) PARTITION BY RANGE (at);
+CREATE TABLE logs_2025 PARTITION OF logs FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
 CREATE TABLE base (id int, kind text);
 CREATE TABLE base_child (extra int) INHERITS (base);
 CREATE TABLE orphan (id int, kind text);
@@ -75,7 +77,6 @@ CREATE SCHEMA scratch;
 CREATE TABLE scratch.thing (id int);
 CREATE TABLE scratch.other (id int);
 CREATE PUBLICATION pub_empty;
-CREATE ROLE oracle_reader;
 """
 
 FORMS = [
@@ -288,6 +289,13 @@ FORMS = [
     "LOCK TABLE solo IN SHARE ROW EXCLUSIVE MODE",
     "LOCK TABLE solo, child IN ACCESS SHARE MODE",
     "ANALYZE solo",
+    "DECLARE oracle_cursor CURSOR FOR SELECT * FROM parent_view",
+    "PREPARE oracle_prepared AS SELECT * FROM solo WHERE id = $1",
+    "CREATE SCHEMA fresh_schema CREATE TABLE fresh (id int REFERENCES parent (id))",
+    "REFRESH MATERIALIZED VIEW CONCURRENTLY solo_mv",
+    "ALTER INDEX child_body_idx DEPENDS ON EXTENSION plpgsql",
+    "ALTER TABLE events DETACH PARTITION events_2026",
+    "CREATE TABLE events_2027 (LIKE events)",
     "SET LOCAL lock_timeout = '1s'",
     "SET CONSTRAINTS ALL DEFERRED",
     "NOTIFY oracle",
@@ -322,6 +330,7 @@ def oracle(pgsteady_postgres):
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(SETUP)
+            conn.execute("CREATE ROLE oracle_reader")
             catalog = {oid: (schema, owner) for oid, schema, owner in
                        conn.execute(_CATALOG).fetchall()}
             yield conn, catalog
@@ -350,19 +359,31 @@ def test_prediction_covers_every_lock_taken(oracle, statement):
             locked.lock.covers(known) else (known if known.covers(locked.lock) else
                                             LockMode.ACCESS_EXCLUSIVE)
     taken = _locks_taken(conn, statement)
-    missed = []
-    for oid, mode in taken:
-        if oid not in catalog or catalog[oid][0] in _SYSTEM:
-            continue  # created by the statement, or a system catalog
-        covering = [oid]
-        owner = catalog[oid][1]
-        while owner is not None and owner not in covering:
-            covering.append(owner)
-            owner = catalog.get(owner, (None, None))[1]
-        if not any(c in predicted and predicted[c].covers(mode) for c in covering):
-            missed.append(f"{_name(conn, oid)} {mode} (predicted "
-                          f"{[str(predicted[c]) for c in covering if c in predicted]})")
+    missed = [f"{_name(conn, oid)} {mode} (predicted {_predicted_for(oid, predicted, catalog)})"
+              for oid, mode in taken if not _covered(oid, mode, predicted, catalog)]
     assert not missed, f"{statement!r} ({info.kind}) took locks the analysis missed: {missed}"
+
+
+def _chain(oid: int, catalog: dict[int, tuple[str, int | None]]) -> list[int]:
+    """The relation, then the table whose lock covers it (an index's, a TOAST table's...)."""
+    covering = [oid]
+    owner = catalog[oid][1]
+    while owner is not None and owner not in covering:
+        covering.append(owner)
+        owner = catalog.get(owner, ("", None))[1]
+    return covering
+
+
+def _covered(oid: int, mode: LockMode, predicted: dict[int, LockMode],
+             catalog: dict[int, tuple[str, int | None]]) -> bool:
+    if oid not in catalog or catalog[oid][0] in _SYSTEM:
+        return True  # created by the statement, or a system catalog: ignored
+    return any(c in predicted and predicted[c].covers(mode) for c in _chain(oid, catalog))
+
+
+def _predicted_for(oid: int, predicted: dict[int, LockMode],
+                   catalog: dict[int, tuple[str, int | None]]) -> list[str]:
+    return [str(predicted[c]) for c in _chain(oid, catalog) if c in predicted]
 
 
 def _locks_taken(conn: psycopg.Connection[Any], statement: str) -> list[tuple[int, LockMode]]:
@@ -375,3 +396,62 @@ def _locks_taken(conn: psycopg.Connection[Any], statement: str) -> list[tuple[in
 def _name(conn: psycopg.Connection[Any], oid: int) -> str:
     row = conn.execute("SELECT %s::oid::regclass::text", [oid]).fetchone()
     return row[0] if row else str(oid)
+
+
+# Statements that cannot run in a transaction are caught while they wait: another session
+# holds a lock they must wait for, and their locks (held and asked for) are read meanwhile.
+CONCURRENT_FORMS = [
+    ("CREATE INDEX CONCURRENTLY solo_t_idx ON solo (t)", "LOCK TABLE solo IN ROW EXCLUSIVE MODE"),
+    ("REINDEX INDEX CONCURRENTLY child_body_idx", "LOCK TABLE child IN ROW EXCLUSIVE MODE"),
+    ("REINDEX TABLE CONCURRENTLY child", "LOCK TABLE child IN ROW EXCLUSIVE MODE"),
+    ("DROP INDEX CONCURRENTLY child_body_idx", "SELECT count(*) FROM child"),
+    ("ALTER TABLE logs DETACH PARTITION logs_2025 CONCURRENTLY", "SELECT count(*) FROM logs"),
+    ("VACUUM solo", "LOCK TABLE solo IN SHARE UPDATE EXCLUSIVE MODE"),
+    ("VACUUM FULL solo", "SELECT count(*) FROM solo"),
+    ("CLUSTER solo USING solo_pkey", "SELECT count(*) FROM solo"),
+]
+_LOCKS_OF = """
+SELECT relation::int8, mode, granted FROM pg_locks
+WHERE pid = %s AND locktype = 'relation'
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+_WAITING = "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted"
+
+
+@pytest.mark.parametrize(("statement", "holder_sql"), CONCURRENT_FORMS)
+def test_prediction_covers_statements_outside_transactions(pgsteady_database, statement,
+                                                            holder_sql):
+    """CREATE INDEX CONCURRENTLY & co., seen mid-wait, lock nothing the analysis missed."""
+    import threading
+    import time
+
+    dsn = pgsteady_database.dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SETUP)
+        catalog = {oid: (schema, owner) for oid, schema, owner in
+                   conn.execute(_CATALOG).fetchall()}
+        [info] = analyze(statement)
+        predicted = {locked.oid: locked.lock for locked in relations(conn, info.targets)}
+        holder = psycopg.connect(dsn)
+        runner = psycopg.connect(dsn, autocommit=True)
+        try:
+            holder.execute(holder_sql)  # type: ignore[arg-type]
+            runner.execute("SET lock_timeout = '10s'")
+            thread = threading.Thread(target=lambda: runner.execute(statement), daemon=True)
+            thread.start()
+            pid = runner.info.backend_pid
+            deadline = time.monotonic() + 10
+            while conn.execute(_WAITING, [pid]).fetchone()[0] == 0:
+                assert time.monotonic() < deadline, f"{statement} never waited"
+                time.sleep(0.02)
+            taken = conn.execute(_LOCKS_OF, [pid]).fetchall()
+            holder.rollback()
+            thread.join(15)
+        finally:
+            holder.close()
+            runner.close()
+    missed = [f"oid {oid} {mode} ({'held' if granted else 'asked for'})"
+              for oid, mode, granted in taken
+              if not _covered(oid, LockMode.from_pg_name(mode), predicted, catalog)]
+    # DETACH PARTITION CONCURRENTLY waits for old transactions holding no relation lock.
+    assert not missed, f"{statement!r} ({info.kind}) missed: {missed}"

@@ -104,3 +104,16 @@ def test_reindex_table_conflicts_like_access_exclusive():
     (info,) = analyze("REINDEX TABLE orgs")
     assert info.targets[0].name == "orgs"
     assert info.targets[0].lock is LockMode.ACCESS_EXCLUSIVE
+
+
+def test_every_statement_type_is_accounted_for():
+    """Each statement pglast parses has lock rules, takes no relation lock, or is opaque."""
+    from pglast import ast
+
+    from pgsteady.migrate import analysis
+
+    handled = {cls.__name__ for cls in analysis._HANDLERS}
+    statements = {name for name in dir(ast) if name.endswith("Stmt")}
+    unaccounted = statements - handled - analysis.LOCK_FREE_NODES - analysis.OPAQUE_NODES
+    assert not unaccounted
+    assert not handled & (analysis.LOCK_FREE_NODES | analysis.OPAQUE_NODES)

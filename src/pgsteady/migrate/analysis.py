@@ -158,7 +158,8 @@ AE = LockMode.ACCESS_EXCLUSIVE
 AT = enums.AlterTableType
 OT = enums.ObjectType
 OPAQUE_KINDS = frozenset({"DO", "CALL", "DROP OWNED", "REASSIGN OWNED", "EXECUTE",
-                          "ALTER ... ALL IN TABLESPACE", "IMPORT FOREIGN SCHEMA"})
+                          "ALTER ... ALL IN TABLESPACE", "IMPORT FOREIGN SCHEMA",
+                          "ALTER EXTENSION"})
 
 # ALTER TABLE subcommands that take less than ACCESS EXCLUSIVE (AlterTableGetLockLevel).
 _ALTER_LOCKS: dict[Any, LockMode] = {
@@ -613,6 +614,28 @@ def _publication(node: Any) -> Described:
     return kind, targets, True
 
 
+def _security_label(node: Any) -> Described:
+    # Like COMMENT ON: SHARE UPDATE EXCLUSIVE on the relation labelled (or its table).
+    kind = _comment(node)[0].replace("COMMENT ON", "SECURITY LABEL ON")
+    return kind, _comment(node)[1], True
+
+
+def _query_of(kind: str) -> Any:
+    """DECLARE / PREPARE: the query is analysed (and its relations locked) right away."""
+    def describe(node: Any) -> Described:
+        return kind, _describe(node.query)[1], True
+    return describe
+
+
+def _create_schema(node: Any) -> Described:
+    targets = [t for element in node.schemaElts or () for t in _describe(element)[1]]
+    return "CREATE SCHEMA", targets, True
+
+
+def _foreign_table(node: Any) -> Described:
+    return "CREATE FOREIGN TABLE", _create_table(node.base)[1], True
+
+
 def _grant(node: Any) -> Described:
     return ("GRANT" if node.is_grant else "REVOKE"), [], True
 
@@ -654,8 +677,44 @@ _HANDLERS: dict[type, Any] = {
     ast.CreatePublicationStmt: _publication,
     ast.AlterPublicationStmt: _publication,
     ast.GrantStmt: _grant,
+    ast.SecLabelStmt: _security_label,
+    ast.DeclareCursorStmt: _query_of("DECLARE CURSOR"),
+    ast.PrepareStmt: _query_of("PREPARE"),
+    ast.CreateSchemaStmt: _create_schema,
+    ast.CreateForeignTableStmt: _foreign_table,
+    ast.AlterObjectDependsStmt: lambda n: (
+        f"ALTER {object_words(n.objectType)} ... DEPENDS ON EXTENSION",
+        [_rv(n.relation, AE)] if n.relation is not None else [], True),
     ast.TransactionStmt: _transaction,
     # Since PostgreSQL 12 ADD VALUE may run in a transaction (the value is usable after commit).
     ast.AlterEnumStmt: lambda n: ("ALTER TYPE ... ADD VALUE" if n.newVal and not n.oldVal
                                   else "ALTER TYPE ... RENAME VALUE", [], True),
 }
+
+# Statements that take no lock on any relation (they work on other kinds of objects, on the
+# session, or on the transaction). With _HANDLERS and OPAQUE_NODES this covers every
+# statement pglast knows; a meta-test keeps it so.
+LOCK_FREE_NODES = frozenset({
+    "AlterCollationStmt", "AlterDatabaseRefreshCollStmt", "AlterDatabaseSetStmt",
+    "AlterDatabaseStmt", "AlterDefaultPrivilegesStmt", "AlterEventTrigStmt",
+    "AlterExtensionContentsStmt", "AlterFdwStmt", "AlterForeignServerStmt",
+    "AlterFunctionStmt", "AlterOpFamilyStmt", "AlterOperatorStmt", "AlterOwnerStmt",
+    "AlterRoleSetStmt", "AlterRoleStmt", "AlterSubscriptionStmt", "AlterSystemStmt",
+    "AlterTSConfigurationStmt", "AlterTSDictionaryStmt", "AlterTableSpaceOptionsStmt",
+    "AlterTypeStmt", "AlterUserMappingStmt", "CheckPointStmt", "ClosePortalStmt",
+    "CompositeTypeStmt", "ConstraintsSetStmt", "CreateAmStmt", "CreateCastStmt",
+    "CreateConversionStmt", "CreateDomainStmt", "CreateEnumStmt", "CreateEventTrigStmt",
+    "CreateExtensionStmt", "CreateFdwStmt", "CreateForeignServerStmt", "CreateOpClassStmt",
+    "CreateOpFamilyStmt", "CreatePLangStmt", "CreateRangeStmt", "CreateRoleStmt",
+    "CreateSubscriptionStmt", "CreateTableSpaceStmt", "CreateTransformStmt",
+    "CreateUserMappingStmt", "CreatedbStmt", "DeallocateStmt", "DefineStmt", "DiscardStmt",
+    "DropRoleStmt", "DropSubscriptionStmt", "DropTableSpaceStmt", "DropUserMappingStmt",
+    "DropdbStmt", "FetchStmt", "GrantRoleStmt", "ListenStmt", "LoadStmt", "NotifyStmt",
+    "PLAssignStmt", "ReplicaIdentityStmt", "ReturnStmt", "SetOperationStmt", "UnlistenStmt",
+    "VariableSetStmt", "VariableShowStmt", "RawStmt",
+})
+# Statements whose locks their text cannot tell: they run code (DO, CALL, EXECUTE, an
+# extension's update script) or act on whatever a role or tablespace holds.
+OPAQUE_NODES = frozenset({"DoStmt", "CallStmt", "ExecuteStmt", "DropOwnedStmt",
+                          "ReassignOwnedStmt", "AlterTableMoveAllStmt", "AlterExtensionStmt",
+                          "ImportForeignSchemaStmt"})
