@@ -214,3 +214,27 @@ def test_errors_keep_detail_hint_and_position(db, fk_dir):
     assert "DETAIL: constraint child_parent_fkey on table child depends on table parent" in message
     assert "HINT: Use DROP ... CASCADE" in message
     assert "\n" not in message
+
+
+def test_migrate_names_the_chain_behind_its_blocker(db, fk_dir):
+    """Blocked by B, itself waiting on A: both are named, A as the one blocking B."""
+    write_migrations(fk_dir, {"0002_other.sql": "ALTER TABLE other ADD COLUMN z int;\n"})
+    migrations = source.load_dir(fk_dir)
+    first = _open_read(db, "SELECT count(*) FROM parent", "report-a")
+    second = _open_read(db, "LOCK TABLE other IN ROW EXCLUSIVE MODE", "job-b")
+    waiting = threading.Thread(target=lambda: second.execute(
+        "LOCK TABLE parent IN ACCESS EXCLUSIVE MODE"), daemon=True)
+    waiting.start()
+    try:
+        with pytest.raises(MigrationBlocked) as err:
+            apply.migrate(db, migrations, QUICK, check_first=False)
+        message = str(err.value)
+        b_pid, a_pid = second.info.backend_pid, first.info.backend_pid
+        assert f"pid {b_pid} 'job-b'" in message
+        assert "holds RowExclusiveLock on public.other" in message
+        assert f"pid {a_pid} 'report-a'" in message and f"blocks pid {b_pid}" in message
+    finally:
+        first.close()
+        waiting.join(5)
+        second.close()
+    assert history(db) == [1]
