@@ -238,3 +238,17 @@ def test_migrate_names_the_chain_behind_its_blocker(db, fk_dir):
         waiting.join(5)
         second.close()
     assert history(db) == [1]
+
+
+def test_watch_sees_through_a_session_pooler(db, fk_dir, pgsteady_stack, pgsteady_database):
+    """Behind PgBouncer (session mode) the watch uses the server's pid, not the pooler's key."""
+    pooled = pgsteady_stack(pool_mode="session", pool_size=4).pooled_dsn(pgsteady_database.name)
+    write_migrations(fk_dir, {"0002_do.sql": "DO $$ BEGIN EXECUTE 'ALTER TABLE parent "
+                                             "ADD COLUMN flag boolean'; END $$;\n"})
+    reader = _open_read(db, "SELECT count(*) FROM parent", "hidden-reader")
+    try:
+        with pytest.raises(MigrationBlocked) as err:
+            apply.migrate(pooled, source.load_dir(fk_dir), QUICK, check_first=False)
+        assert f"pid {reader.info.backend_pid} 'hidden-reader'" in str(err.value)
+    finally:
+        reader.close()

@@ -186,8 +186,9 @@ class _Runner:
         self.autocommitted = 0
         self.guard_commits = False
         self.batch = False
-        dbapi = connection.connection.driver_connection
-        self.watcher = BlockerWatch(self._watch_connection, dbapi.info.backend_pid)
+        pid = int(connection.exec_driver_sql(queries.BACKEND_PID).scalar())
+        connection.commit()
+        self.watcher = BlockerWatch(self._watch_connection, pid)
         context.configure(connection=connection, fn=self._next, **configure)
         self._listen()
 

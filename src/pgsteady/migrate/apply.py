@@ -33,7 +33,7 @@ from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, Usa
 from pgsteady.migrate import preflight, queries
 from pgsteady.migrate.analysis import StatementInfo, analyze
 from pgsteady.migrate.source import Migration
-from pgsteady.migrate.watch import BlockerWatch
+from pgsteady.migrate.watch import BlockerWatch, server_pid
 from pgsteady.settings import pg_interval, redact, scrub
 
 log = logging.getLogger("pgsteady.migrate")
@@ -362,7 +362,7 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
                 raise MigrationBlocked(report.summary())
         history = History(policy)
         history.ensure(conn, policy)
-        with BlockerWatch(lambda: _watch_connection(dsn), conn.info.backend_pid) as watcher:
+        with BlockerWatch(lambda: _watch_connection(dsn), server_pid(conn)) as watcher:
             for migration in todo:
                 applied = apply_one(conn, migration, policy, history, watcher=watcher)
                 done.append(applied)

@@ -34,6 +34,13 @@ MAX_SEEN = 50  # sessions remembered per try (bounded, even on a busy server)
 STOP_WAIT = 2.0
 
 
+def server_pid(conn: psycopg.Connection[Any]) -> int:
+    """The backend's pid as the server knows it (behind a pooler, ``conn.info.backend_pid``
+    is the pooler's own key, not a server pid)."""
+    row = conn.execute(queries.BACKEND_PID).fetchone()
+    return int(row[0]) if row else conn.info.backend_pid
+
+
 class BlockerWatch:
     """Watches one backend; :meth:`take` returns (and forgets) the blockers seen so far."""
 
