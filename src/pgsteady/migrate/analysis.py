@@ -23,11 +23,18 @@ from pglast import ast, enums
 from pglast.parser import ParseError
 
 from pgsteady.migrate.locks import _ORDER, LockMode, Reach, Target, join
+from pgsteady.migrate.reads import copy as _copy
+from pgsteady.migrate.reads import dml as _dml
+from pgsteady.migrate.reads import names as _names
+from pgsteady.migrate.reads import reads as _reads
+from pgsteady.migrate.reads import rv as _rv
+from pgsteady.migrate.reads import select as _select
+from pgsteady.migrate.reads import tree as _tree
 from pgsteady.migrate.statement_kinds import ALTER_TABLE_WORDS as _ALTER_KINDS
-from pgsteady.migrate.statement_kinds import kind_of, object_words
+from pgsteady.migrate.statement_kinds import LOCK_FREE_NODES, OPAQUE_NODES, kind_of, object_words
 
-__all__ = ["OPAQUE_KINDS", "LockMode", "Reach", "SqlSyntaxError", "StatementInfo", "Target",
-           "analyze", "join", "line_col"]
+__all__ = ["LOCK_FREE_NODES", "OPAQUE_KINDS", "OPAQUE_NODES", "LockMode", "Reach",
+           "SqlSyntaxError", "StatementInfo", "Target", "analyze", "join", "line_col"]
 
 
 @dataclass(frozen=True)
@@ -128,22 +135,6 @@ def _merge(targets: Iterable[Target]) -> Iterator[Target]:
     yield from best.values()
 
 
-def _rv(node: Any, lock: LockMode, reach: Reach = Reach.SELF, only: str | None = None) \
-        -> Target:
-    return Target(node.schemaname or None, node.relname, lock, reach, only)
-
-
-def _names(parts: Any, lock: LockMode, reach: Reach = Reach.SELF) -> Target:
-    """A dotted name given as a tuple of String nodes (DROP, COMMENT ON)."""
-    names = [p.sval for p in parts]
-    return Target(names[-2] if len(names) > 1 else None, names[-1], lock, reach)
-
-
-def _tree(target: Target, *reaches: Reach) -> list[Target]:
-    """``target`` and the same lock through each of ``reaches``."""
-    return [target, *(replace(target, reach=r) for r in reaches)]
-
-
 def _option_names(options: Any) -> set[str]:
     return {str(d.defname) for d in options or () if isinstance(d, ast.DefElem)}
 
@@ -205,39 +196,6 @@ def _describe(node: Any) -> Described:
         described: Described = handler(node)
         return described
     return kind_of(node), [], not isinstance(node, _NOT_IN_TRANSACTION)
-
-
-def _reads(node: Any, lock: LockMode = AS) -> list[Target]:
-    """What a query (or expression) reads: each relation, what views expand to, partitions.
-
-    CTE names show up as RangeVars too; they resolve to nothing, or to a same-named table
-    (a harmless over-approximation)."""
-    out: list[Target] = []
-    for item in _walk(node):
-        if isinstance(item, ast.RangeVar):
-            reaches = (Reach.READS, Reach.DESCENDANTS) if item.inh else (Reach.READS,)
-            out += _tree(_rv(item, lock), *reaches)
-        elif isinstance(item, ast.FuncCall):
-            out += _sequence_call(item)
-    return out
-
-
-_SEQUENCE_FUNCTIONS = {"nextval": RE, "setval": RE, "currval": AS}
-
-
-def _sequence_call(call: Any) -> list[Target]:
-    """``nextval('s')`` / ``setval('s', n)`` lock sequence s ROW EXCLUSIVE."""
-    name = call.funcname[-1].sval if call.funcname else ""
-    if name not in _SEQUENCE_FUNCTIONS or not call.args:
-        return []
-    arg = call.args[0]
-    if isinstance(arg, ast.TypeCast):
-        arg = arg.arg
-    value = getattr(getattr(arg, "val", None), "sval", None)
-    if not isinstance(value, str):
-        return []
-    schema, _, relname = value.rpartition(".")
-    return [Target(schema or None, relname, _SEQUENCE_FUNCTIONS[name])]
 
 
 def _alter_table(node: Any) -> Described:
@@ -468,48 +426,6 @@ def _comment(node: Any) -> Described:
     return kind, [], True
 
 
-def _dml(kind: str) -> Any:
-    def describe(node: Any) -> Described:
-        target = _rv(node.relation, RE)
-        reaches = [Reach.READS]  # an updatable view writes its base table
-        if node.relation.inh:
-            reaches.append(Reach.DESCENDANTS)
-        targets = _tree(target, *reaches)
-        # Foreign key checks: new rows lock the rows they point at (FOR KEY SHARE), and
-        # changed or deleted keys act on the referencing rows.
-        if not isinstance(node, ast.DeleteStmt):
-            targets.append(_rv(node.relation, RS, Reach.REFERENCED))
-        if not isinstance(node, ast.InsertStmt):
-            targets.append(_rv(node.relation, RE, Reach.REFERENCING))
-        for attr in ("selectStmt", "fromClause", "usingClause", "whereClause", "withClause",
-                     "returningList", "targetList", "onConflictClause", "sourceRelation",
-                     "joinCondition", "mergeWhenClauses"):
-            value = getattr(node, attr, None)
-            if value is not None:
-                targets += _reads(value)
-        return kind, targets, True
-    return describe
-
-
-def _select(node: Any) -> Described:
-    lock = RS if node.lockingClause else AS  # FOR UPDATE / SHARE: ROW SHARE
-    if node.intoClause is not None:
-        return "SELECT INTO", _reads(node), True
-    return "SELECT" + (" ... FOR UPDATE/SHARE" if node.lockingClause else ""), \
-        _reads(node, lock), True
-
-
-def _walk(node: Any) -> Iterator[Any]:
-    """Every AST node under ``node`` (CTE names show up as RangeVars too; harmless)."""
-    if isinstance(node, tuple):
-        for item in node:
-            yield from _walk(item)
-    elif isinstance(node, ast.Node):
-        yield node
-        for attr in node:
-            yield from _walk(getattr(node, attr))
-
-
 def _transaction(node: Any) -> Described:
     return "TRANSACTION " + node.kind.name.removeprefix("TRANS_STMT_"), [], True
 
@@ -543,15 +459,6 @@ def _policy(kind: str) -> Any:
     def describe(node: Any) -> Described:
         return kind, [_rv(node.table, AE), *_reads(node.qual), *_reads(node.with_check)], True
     return describe
-
-
-def _copy(node: Any) -> Described:
-    if node.relation is None:
-        return "COPY (query) TO", _reads(node.query), True
-    if node.is_from:
-        return "COPY FROM", [*_tree(_rv(node.relation, RE), Reach.DESCENDANTS),
-                             _rv(node.relation, RS, Reach.REFERENCED)], True
-    return "COPY TO", [_rv(node.relation, AS)], True
 
 
 def _explain(node: Any) -> Described:
@@ -690,31 +597,3 @@ _HANDLERS: dict[type, Any] = {
     ast.AlterEnumStmt: lambda n: ("ALTER TYPE ... ADD VALUE" if n.newVal and not n.oldVal
                                   else "ALTER TYPE ... RENAME VALUE", [], True),
 }
-
-# Statements that take no lock on any relation (they work on other kinds of objects, on the
-# session, or on the transaction). With _HANDLERS and OPAQUE_NODES this covers every
-# statement pglast knows; a meta-test keeps it so.
-LOCK_FREE_NODES = frozenset({
-    "AlterCollationStmt", "AlterDatabaseRefreshCollStmt", "AlterDatabaseSetStmt",
-    "AlterDatabaseStmt", "AlterDefaultPrivilegesStmt", "AlterEventTrigStmt",
-    "AlterExtensionContentsStmt", "AlterFdwStmt", "AlterForeignServerStmt",
-    "AlterFunctionStmt", "AlterOpFamilyStmt", "AlterOperatorStmt", "AlterOwnerStmt",
-    "AlterRoleSetStmt", "AlterRoleStmt", "AlterSubscriptionStmt", "AlterSystemStmt",
-    "AlterTSConfigurationStmt", "AlterTSDictionaryStmt", "AlterTableSpaceOptionsStmt",
-    "AlterTypeStmt", "AlterUserMappingStmt", "CheckPointStmt", "ClosePortalStmt",
-    "CompositeTypeStmt", "ConstraintsSetStmt", "CreateAmStmt", "CreateCastStmt",
-    "CreateConversionStmt", "CreateDomainStmt", "CreateEnumStmt", "CreateEventTrigStmt",
-    "CreateExtensionStmt", "CreateFdwStmt", "CreateForeignServerStmt", "CreateOpClassStmt",
-    "CreateOpFamilyStmt", "CreatePLangStmt", "CreateRangeStmt", "CreateRoleStmt",
-    "CreateSubscriptionStmt", "CreateTableSpaceStmt", "CreateTransformStmt",
-    "CreateUserMappingStmt", "CreatedbStmt", "DeallocateStmt", "DefineStmt", "DiscardStmt",
-    "DropRoleStmt", "DropSubscriptionStmt", "DropTableSpaceStmt", "DropUserMappingStmt",
-    "DropdbStmt", "FetchStmt", "GrantRoleStmt", "ListenStmt", "LoadStmt", "NotifyStmt",
-    "PLAssignStmt", "ReplicaIdentityStmt", "ReturnStmt", "SetOperationStmt", "UnlistenStmt",
-    "VariableSetStmt", "VariableShowStmt", "RawStmt",
-})
-# Statements whose locks their text cannot tell: they run code (DO, CALL, EXECUTE, an
-# extension's update script) or act on whatever a role or tablespace holds.
-OPAQUE_NODES = frozenset({"DoStmt", "CallStmt", "ExecuteStmt", "DropOwnedStmt",
-                          "ReassignOwnedStmt", "AlterTableMoveAllStmt", "AlterExtensionStmt",
-                          "ImportForeignSchemaStmt"})

@@ -174,3 +174,32 @@ def kind_of(node: Any) -> str:
     if name in _WORDS:
         return _WORDS[name]
     return " ".join(_CAMEL.split(name.removesuffix("Stmt"))).upper()
+
+
+# Statements that take no lock on any relation (they work on other kinds of objects, on the
+# session, or on the transaction). With the analysis' handlers and OPAQUE_NODES this covers every
+# statement pglast knows (analysis._HANDLERS has the rest); a meta-test keeps it so.
+LOCK_FREE_NODES = frozenset({
+    "AlterCollationStmt", "AlterDatabaseRefreshCollStmt", "AlterDatabaseSetStmt",
+    "AlterDatabaseStmt", "AlterDefaultPrivilegesStmt", "AlterEventTrigStmt",
+    "AlterExtensionContentsStmt", "AlterFdwStmt", "AlterForeignServerStmt",
+    "AlterFunctionStmt", "AlterOpFamilyStmt", "AlterOperatorStmt", "AlterOwnerStmt",
+    "AlterRoleSetStmt", "AlterRoleStmt", "AlterSubscriptionStmt", "AlterSystemStmt",
+    "AlterTSConfigurationStmt", "AlterTSDictionaryStmt", "AlterTableSpaceOptionsStmt",
+    "AlterTypeStmt", "AlterUserMappingStmt", "CheckPointStmt", "ClosePortalStmt",
+    "CompositeTypeStmt", "ConstraintsSetStmt", "CreateAmStmt", "CreateCastStmt",
+    "CreateConversionStmt", "CreateDomainStmt", "CreateEnumStmt", "CreateEventTrigStmt",
+    "CreateExtensionStmt", "CreateFdwStmt", "CreateForeignServerStmt", "CreateOpClassStmt",
+    "CreateOpFamilyStmt", "CreatePLangStmt", "CreateRangeStmt", "CreateRoleStmt",
+    "CreateSubscriptionStmt", "CreateTableSpaceStmt", "CreateTransformStmt",
+    "CreateUserMappingStmt", "CreatedbStmt", "DeallocateStmt", "DefineStmt", "DiscardStmt",
+    "DropRoleStmt", "DropSubscriptionStmt", "DropTableSpaceStmt", "DropUserMappingStmt",
+    "DropdbStmt", "FetchStmt", "GrantRoleStmt", "ListenStmt", "LoadStmt", "NotifyStmt",
+    "PLAssignStmt", "ReplicaIdentityStmt", "ReturnStmt", "SetOperationStmt", "UnlistenStmt",
+    "VariableSetStmt", "VariableShowStmt", "RawStmt",
+})
+# Statements whose locks their text cannot tell: they run code (DO, CALL, EXECUTE, an
+# extension's update script) or act on whatever a role or tablespace holds.
+OPAQUE_NODES = frozenset({"DoStmt", "CallStmt", "ExecuteStmt", "DropOwnedStmt",
+                          "ReassignOwnedStmt", "AlterTableMoveAllStmt", "AlterExtensionStmt",
+                          "ImportForeignSchemaStmt"})
