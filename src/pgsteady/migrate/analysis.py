@@ -241,6 +241,9 @@ def _alter_table(node: Any) -> Described:
                 partition_lock = SUE
             extra += _tree(_rv(definition.name, partition_lock), Reach.DESCENDANTS)
             extra.append(_rv(relation, AE, Reach.DEFAULT_PARTITION))
+            if node.objtype == OT.OBJECT_INDEX:  # ALTER INDEX ... ATTACH PARTITION
+                extra += [_rv(relation, AS, Reach.INDEX_TABLE),
+                          _rv(definition.name, AS, Reach.INDEX_TABLE)]
         if isinstance(definition, ast.ColumnDef):
             extra += _column_references(definition)
             extra += _reads(definition.raw_default)
@@ -299,7 +302,8 @@ def _view(node: Any) -> Described:
     # OR REPLACE takes ACCESS EXCLUSIVE on the view it replaces; a new view locks nothing.
     kind = "CREATE OR REPLACE VIEW" if node.replace else "CREATE VIEW"
     replaced = [_rv(node.view, AE)] if node.replace else []
-    return kind, [*replaced, *_reads(node.query)], True
+    # The definition is only parsed: what it names is locked, not what views expand to.
+    return kind, [*replaced, *_reads(node.query, expand=False)], True
 
 
 def _index(node: Any) -> Described:
@@ -322,9 +326,9 @@ def _drop(node: Any) -> Described:
             # A table's partitions and children go with it; a partition's parent (and the
             # default partition beside it) is locked; its foreign keys' triggers on the other
             # tables are dropped; CASCADE drops the views on it.
-            targets += _tree(_names(obj, lock), Reach.DESCENDANTS, Reach.PARENT,
-                             Reach.SIBLING_DEFAULT, Reach.REFERENCED, Reach.REFERENCING,
-                             *cascade)
+            targets += _tree(_names(obj, lock), Reach.INDEX_TABLE, Reach.DESCENDANTS,
+                             Reach.PARENT, Reach.SIBLING_DEFAULT, Reach.REFERENCED,
+                             Reach.REFERENCING, *cascade)
         if node.concurrent:
             return kind + " CONCURRENTLY", targets, False
         return kind, targets, True
@@ -359,7 +363,10 @@ def _reindex(node: Any) -> Described:
     # conflicts it is as strong as ACCESS EXCLUSIVE on the table itself.
     lock = SUE if concurrently else AE
     kind = f"REINDEX {what}" + (" CONCURRENTLY" if concurrently else "")
-    return kind, _tree(_rv(node.relation, lock), Reach.DESCENDANTS), not concurrently
+    targets = _tree(_rv(node.relation, lock), Reach.DESCENDANTS)
+    if what == "INDEX":
+        targets.append(_rv(node.relation, SUE if concurrently else SH, Reach.INDEX_TABLE))
+    return kind, targets, not concurrently
 
 
 def _vacuum(node: Any) -> Described:
@@ -421,8 +428,10 @@ def _comment(node: Any) -> Described:
     kind = f"COMMENT ON {what}"
     if node.objtype in _RELATION_OBJECTS and isinstance(node.object, tuple):
         return kind, [_names(node.object, SUE)], True
-    if node.objtype in (OT.OBJECT_COLUMN, *_TABLE_OBJECTS) and isinstance(node.object, tuple):
+    if node.objtype == OT.OBJECT_COLUMN and isinstance(node.object, tuple):
         return kind, [_names(node.object[:-1], SUE)], True
+    if node.objtype in _TABLE_OBJECTS and isinstance(node.object, tuple):
+        return kind, [_names(node.object[:-1], AS)], True  # the table only carries it
     return kind, [], True
 
 
@@ -479,7 +488,7 @@ def _sequence(node: Any) -> Described:
 
 def _statistics(node: Any) -> Described:
     if isinstance(node, ast.AlterStatsStmt):
-        return "ALTER STATISTICS", [_names(node.defnames, SUE, Reach.STATISTICS)], True
+        return "ALTER STATISTICS", [], True  # the statistics object only, not its table
     targets = [_rv(r, SUE) for r in node.relations or () if isinstance(r, ast.RangeVar)]
     return "CREATE STATISTICS", targets, True
 

@@ -70,7 +70,8 @@ _CONFLICTS: dict[int, frozenset[int]] = {
 class Reach(enum.StrEnum):
     """How a target's relation is found from the name written in the statement."""
 
-    SELF = "self"  # the named relation (for an index: and its table)
+    SELF = "self"  # the named relation
+    INDEX_TABLE = "index table"  # the name is an index: the table it is on
     DESCENDANTS = "descendants"  # partitions and inheritance children, every level
     PARENT = "parent"  # the table a partition (or inheritance child) belongs to
     DEFAULT_PARTITION = "default partition"  # of the named partitioned table
@@ -115,6 +116,7 @@ class Target:
 
 _REACH_WORDS: dict[Reach, str] = {
     Reach.SELF: "{}",
+    Reach.INDEX_TABLE: "the table of index {}",
     Reach.DESCENDANTS: "the partitions and children of {}",
     Reach.PARENT: "the parent of {}",
     Reach.DEFAULT_PARTITION: "the default partition of {}",

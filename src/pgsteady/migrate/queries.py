@@ -139,11 +139,9 @@ ORDER BY 1
 # (oid, "schema.name") for the relations reached from %(oid)s (or %(name)s) that way.
 _QUALIFIED = "n.nspname::text || '.' || c.relname::text"
 
-# A relation as written -> itself, and for an index the table behind it.
+# A relation as written -> its oid, its name, and for an index the table's oid.
 RESOLVE_TARGET = f"""
-SELECT c.oid::int8, {_QUALIFIED}, i.indrelid::int8,
-       (SELECT tn.nspname::text || '.' || t.relname::text FROM pg_class t
-        JOIN pg_namespace tn ON tn.oid = t.relnamespace WHERE t.oid = i.indrelid)
+SELECT c.oid::int8, {_QUALIFIED}, i.indrelid::int8
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indexrelid = c.oid
 WHERE c.oid = to_regclass(%(name)s)
@@ -161,7 +159,11 @@ REACH_QUERIES: dict[str, str] = {
             SELECT inhrelid FROM pg_inherits WHERE inhparent = %(oid)s
             UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.oid)
         SELECT oid FROM tree"""),
-    "parent": _REACHED.format("SELECT inhparent FROM pg_inherits WHERE inhrelid = %(oid)s"),
+    # Only a partition's parent is locked when it goes; an inheritance child's is not.
+    "parent": _REACHED.format("""
+        SELECT i.inhparent FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid
+        WHERE i.inhrelid = %(oid)s AND p.relispartition"""),
+    "index table": _REACHED.format("SELECT indrelid FROM pg_index WHERE indexrelid = %(oid)s"),
     "default partition": _REACHED.format(
         "SELECT partdefid FROM pg_partitioned_table WHERE partrelid = %(oid)s"),
     "sibling default": _REACHED.format("""

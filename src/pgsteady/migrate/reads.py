@@ -37,16 +37,21 @@ def tree(target: Target, *reaches: Reach) -> list[Target]:
     return [target, *(replace(target, reach=r) for r in reaches)]
 
 
-def reads(node: Any, lock: LockMode = AS) -> list[Target]:
+def reads(node: Any, lock: LockMode = AS, *, expand: bool = True,
+          stronger: frozenset[str] = frozenset()) -> list[Target]:
     """What a query (or expression) reads: each relation, what views expand to, partitions.
 
-    CTE names show up as RangeVars too; they resolve to nothing, or to a same-named table
-    (a harmless over-approximation)."""
+    ``expand=False``: the query is only parsed (a view's definition), so views and
+    partitioned tables are not expanded. ``stronger``: names (as written) that get ``lock``
+    while the others get ACCESS SHARE (``FOR UPDATE OF a``). CTE names show up as RangeVars
+    too; they resolve to nothing, or to a same-named table (a harmless over-approximation)."""
     out: list[Target] = []
     for item in walk(node):
         if isinstance(item, ast.RangeVar):
-            reaches = (Reach.READS, Reach.DESCENDANTS) if item.inh else (Reach.READS,)
-            out += tree(rv(item, lock), *reaches)
+            reaches: tuple[Reach, ...] = () if not expand else \
+                (Reach.READS, Reach.DESCENDANTS) if item.inh else (Reach.READS,)
+            mode = lock if not stronger or _written(item) in stronger else AS
+            out += tree(rv(item, mode), *reaches)
         elif isinstance(item, ast.FuncCall):
             out += sequence_call(item)
     return out
@@ -94,11 +99,22 @@ def dml(kind: str) -> Any:
 
 
 def select(node: Any) -> Described:
-    lock = RS if node.lockingClause else AS  # FOR UPDATE / SHARE: ROW SHARE
     if node.intoClause is not None:
         return "SELECT INTO", reads(node), True
-    return "SELECT" + (" ... FOR UPDATE/SHARE" if node.lockingClause else ""), \
-        reads(node, lock), True
+    if not node.lockingClause:
+        return "SELECT", reads(node), True
+    # FOR UPDATE / SHARE: ROW SHARE on the relations it locks rows of (all, or those after OF).
+    named = [rel for clause in node.lockingClause for rel in clause.lockedRels or ()]
+    stronger = frozenset(_written(rel) for rel in named)
+    if any(not clause.lockedRels for clause in node.lockingClause):
+        stronger = frozenset()  # a clause without OF: every relation
+    return "SELECT ... FOR UPDATE/SHARE", reads(node, RS, stronger=stronger), True
+
+
+def _written(rel: Any) -> str:
+    """A relation (or an alias, after OF) as written: the name a FOR ... OF clause uses."""
+    alias = getattr(getattr(rel, "alias", None), "aliasname", None)
+    return str(alias or rel.relname)
 
 
 def walk(node: Any) -> Iterator[Any]:

@@ -24,6 +24,7 @@ from pgsteady.migrate.analysis import LockMode, Reach, Target
 
 # How each reach is said when naming why a relation is locked.
 _VIA: dict[Reach, str] = {
+    Reach.INDEX_TABLE: "the table of index {}",
     Reach.DESCENDANTS: "a partition or child of {}",
     Reach.PARENT: "the parent of {}",
     Reach.DEFAULT_PARTITION: "the default partition of {}",
@@ -64,12 +65,9 @@ def relations(conn: psycopg.Connection[Any], targets: Iterable[Target]) -> list[
         row = conn.execute(queries.RESOLVE_TARGET, {"name": _quoted(conn, target)}).fetchone()
         if row is None:  # not there yet (an earlier pending migration creates it)
             continue
-        oid, name, table_oid, table_name = row
+        oid, name, table_oid = row
         if target.reach == Reach.SELF:
             found.append(Locked(int(oid), str(name), target.lock, "", table_oid))
-            if table_oid is not None:  # locking an index locks (at least) its table
-                found.append(Locked(int(table_oid), str(table_name), target.lock,
-                                    f"the table of index {name}"))
             continue
         column, constraint = _only(target.only)
         rows = conn.execute(queries.REACH_QUERIES[target.reach], {
