@@ -192,3 +192,23 @@ def test_work_per_revision_does_not_grow_with_history(pgsteady_postgres, tmp_pat
     per_revision = (counts[40][0] - counts[10][0]) / 30
     assert per_revision <= 3  # the revision's own statement and the version row (+ slack)
     assert counts[10][0] <= 10 * per_revision + 25  # plus a fixed start-up cost
+
+
+def test_downgrade_runs_through_the_helper_too(db, tmp_path):
+    """downgrade walks back one transaction per revision, each with its version row."""
+    cfg = project(tmp_path, db, [CREATE_T + '''
+def downgrade():
+    op.execute("DROP TABLE t")
+''', '''
+def upgrade():
+    op.execute("ALTER TABLE t ADD COLUMN flag boolean")
+
+
+def downgrade():
+    op.execute("ALTER TABLE t DROP COLUMN flag")
+'''])
+    command.upgrade(cfg, "head")
+    command.downgrade(cfg, "0001")
+    assert version(db) == "0001" and exists(db, "t")
+    command.downgrade(cfg, "base")
+    assert version(db) is None and not exists(db, "t")
