@@ -212,3 +212,21 @@ def downgrade():
     assert version(db) == "0001" and exists(db, "t")
     command.downgrade(cfg, "base")
     assert version(db) is None and not exists(db, "t")
+
+
+def test_orm_session_commit_joined_to_the_revision_is_allowed(db, tmp_path):
+    """Session(bind=op.get_bind()).commit() joins the revision's transaction: it runs."""
+    cfg = project(tmp_path, db, [CREATE_T, '''
+def upgrade():
+    from sqlalchemy.orm import Session
+
+    session = Session(bind=op.get_bind())
+    session.execute(sa.text("INSERT INTO t VALUES (1, 'one')"))
+    session.commit()
+    bind = op.get_bind()
+    bind.execute(sa.text("INSERT INTO t VALUES (2, 'two')"))
+'''])
+    command.upgrade(cfg, "head")
+    assert version(db) == "0002"
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 2

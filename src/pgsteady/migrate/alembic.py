@@ -141,8 +141,7 @@ def _check_step(step: Any) -> str:
         tree = ast.parse(source)
     except (TypeError, OSError, SyntaxError):
         return SAFE  # no source to read: the commit event still guards the run
-    commits = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-               and isinstance(node.func, ast.Attribute) and node.func.attr == "commit"]
+    commits = _connection_commits(tree)
     blocks = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
               and isinstance(node.func, ast.Attribute) and node.func.attr == "autocommit_block"]
     first = (commits or blocks)[0].lineno if commits or blocks else 1
@@ -168,6 +167,23 @@ def _check_step(step: Any) -> str:
             f"revision applied without its alembic_version row. Nothing was run. Put the "
             f"autocommit_block() alone in a revision of its own")
     return AUTOCOMMIT
+
+
+def _connection_commits(tree: ast.AST) -> list[ast.Call]:
+    """``op.get_bind().commit()`` and ``conn.commit()`` where ``conn = op.get_bind()``.
+
+    An ORM ``Session(bind=op.get_bind()).commit()`` is left alone: joined to the revision's
+    transaction, it does not commit it (and the commit guard would catch it if it did)."""
+    def is_bind(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in ("get_bind", "connect")
+
+    bound = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and is_bind(node.value) for target in node.targets if isinstance(target, ast.Name)}
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "commit"
+            and (is_bind(node.func.value) or (isinstance(node.func.value, ast.Name)
+                                              and node.func.value.id in bound))]
 
 
 class _Runner:
