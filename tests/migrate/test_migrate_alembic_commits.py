@@ -112,6 +112,12 @@ def upgrade():
 ''', "commits by itself"),
     ('''
 def upgrade():
+    conn = op.get_bind()
+    conn.execute(sa.text("CREATE TABLE u (id int)"))
+    conn.commit()
+''', "commits by itself"),
+    ('''
+def upgrade():
     op.execute("CREATE TABLE u (id int)")
     with op.get_context().autocommit_block():
         op.execute("CREATE INDEX CONCURRENTLY t_name ON t (name)")
