@@ -94,10 +94,12 @@ class BlockerWatch:
             for row in rows:
                 if len(self._seen) >= MAX_SEEN and row["pid"] not in self._seen:
                     break
-                if row["depth"] == 1:
-                    reason = "holds" if row["held_mode"] else "waits for"
+                if row["depth"] == 1 and (row["held_mode"] or row["waited_mode"]):
+                    reason = "holds" if row["held_mode"] else "waits for"  # queued ahead
                     mode = row["held_mode"] or row["waited_mode"]
                     relation = row["relation"]
+                elif row["depth"] == 1:  # e.g. a row lock, or a transaction it waits out
+                    reason, mode, relation = "blocks it", None, None
                 else:
                     reason, mode, relation = f"blocks pid {row['blocked_pid']}", None, None
                 self._seen[row["pid"]] = Blocker(_session(row), reason, mode, relation, None)
