@@ -31,7 +31,13 @@ from pgsteady.migrate.reads import rv as _rv
 from pgsteady.migrate.reads import select as _select
 from pgsteady.migrate.reads import tree as _tree
 from pgsteady.migrate.statement_kinds import ALTER_TABLE_WORDS as _ALTER_KINDS
-from pgsteady.migrate.statement_kinds import LOCK_FREE_NODES, OPAQUE_NODES, kind_of, object_words
+from pgsteady.migrate.statement_kinds import (
+    LOCK_FREE_NODES,
+    OPAQUE_NODES,
+    kind_of,
+    object_words,
+    words,
+)
 
 __all__ = ["LOCK_FREE_NODES", "OPAQUE_KINDS", "OPAQUE_NODES", "LockMode", "Reach",
            "SqlSyntaxError", "StatementInfo", "Target", "analyze", "join", "line_col"]
@@ -206,7 +212,7 @@ def _alter_table(node: Any) -> Described:
     relation = node.relation
     for cmd in node.cmds or ():
         lock = _alter_lock(cmd)
-        kinds.append(_ALTER_KINDS.get(cmd.subtype, cmd.subtype.name.removeprefix("AT_")))
+        kinds.append(_ALTER_KINDS.get(cmd.subtype) or words(cmd.subtype.name.removeprefix("AT_")))
         definition = cmd.def_
         extra: list[Target] = []
         if cmd.subtype == AT.AT_AddConstraint and isinstance(definition, ast.Constraint):

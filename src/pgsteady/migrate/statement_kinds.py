@@ -173,7 +173,12 @@ def kind_of(node: Any) -> str:
         return _DEFINE_KINDS.get(node.kind, "CREATE")
     if name in _WORDS:
         return _WORDS[name]
-    return " ".join(_CAMEL.split(name.removesuffix("Stmt"))).upper()
+    return words(name.removesuffix("Stmt"))
+
+
+def words(camel: str) -> str:
+    """``AlterDomain`` -> ``ALTER DOMAIN``: a last resort, never a parser name as is."""
+    return " ".join(_CAMEL.split(camel)).upper()
 
 
 # Statements that take no lock on any relation (they work on other kinds of objects, on the
