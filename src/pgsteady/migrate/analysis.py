@@ -31,16 +31,10 @@ from pgsteady.migrate.reads import rv as _rv
 from pgsteady.migrate.reads import select as _select
 from pgsteady.migrate.reads import tree as _tree
 from pgsteady.migrate.statement_kinds import ALTER_TABLE_WORDS as _ALTER_KINDS
-from pgsteady.migrate.statement_kinds import (
-    LOCK_FREE_NODES,
-    OPAQUE_NODES,
-    kind_of,
-    object_words,
-    words,
-)
+from pgsteady.migrate.statement_kinds import kind_of, object_words, words
 
-__all__ = ["LOCK_FREE_NODES", "OPAQUE_KINDS", "OPAQUE_NODES", "LockMode", "Reach",
-           "SqlSyntaxError", "StatementInfo", "Target", "analyze", "join", "line_col"]
+__all__ = ["OPAQUE_KINDS", "LockMode", "Reach", "SqlSyntaxError", "StatementInfo", "Target",
+           "analyze", "join", "line_col"]
 
 
 @dataclass(frozen=True)
