@@ -202,6 +202,7 @@ class _Runner:
         self.autocommitted = 0
         self.guard_commits = False
         self.batch = False
+        self.step_started = time.monotonic()
         pid = int(connection.exec_driver_sql(queries.BACKEND_PID).scalar())
         connection.commit()
         self.watcher = BlockerWatch(self._watch_connection, pid)
@@ -240,7 +241,7 @@ class _Runner:
             log.warning("%s: try 1 could not get its locks within lock_timeout %.0f ms (%s); "
                         "blocked by: %s", _label(step), self.policy.lock_timeout_for(1) * 1000,
                         type(apply.pg_error(failure)).__name__, seen or "(gone before it was seen)")
-            self.apply(step, SAFE, first_try=failure)
+            self.apply(step, SAFE, first_try=failure, started=self.step_started)
             done += 1
 
     def _batch(self, steps: list[Any]) -> tuple[int, BaseException | None]:
@@ -256,7 +257,7 @@ class _Runner:
             now = time.monotonic()
             log.info("applied alembic %s in %.0f ms (1 tries)", step.up_revision_id
                      if step.is_upgrade else step.down_revision_ids, (now - last) * 1000)
-            last = now
+            last = self.step_started = now
 
         callbacks = self.configure.get("on_version_apply") or ()
         callbacks = [callbacks] if callable(callbacks) else list(callbacks)
@@ -265,6 +266,7 @@ class _Runner:
         self.context.configure(connection=self.connection, fn=lambda heads, ctx: steps,
                                transaction_per_migration=True,
                                on_version_apply=[*callbacks, count], **options)
+        self.step_started = time.monotonic()
         try:
             with self._session_timeouts(self.policy.lock_timeout_for(1),
                                         self.policy.statement_timeout):
@@ -315,18 +317,20 @@ class _Runner:
         event.listen(self.connection, "commit", on_commit)
         event.listen(self.connection, "after_cursor_execute", on_execute)
 
-    def apply(self, step: Any, kind: str, first_try: BaseException | None = None) -> None:
-        """One step with lock retries; ``first_try``: its try in a batch already failed."""
+    def apply(self, step: Any, kind: str, first_try: BaseException | None = None,
+              started: float | None = None) -> None:
+        """One step with lock retries; ``first_try``: its try in a batch (begun at
+        ``started``) already failed."""
         from pgsteady.migrate import apply  # noqa: PLC0415
 
         label = _label(step)
         self.current = [step]
         once = self._autocommit if kind == AUTOCOMMIT else self._transactional
-        start = time.monotonic()
+        start = time.monotonic() if started is None else started
         try:
             _, tries = apply.with_lock_retries(
                 lambda attempt: once(step, attempt), self.policy, what=label,
-                name_blockers=self._name_blockers, failed_try=first_try)
+                name_blockers=self._name_blockers, failed_try=first_try, started=started)
         except Exception as exc:
             self._raise_failure(step, exc)
         log.info("applied %s in %.0f ms (%d tries)", label, (time.monotonic() - start) * 1000,

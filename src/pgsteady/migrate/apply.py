@@ -152,16 +152,17 @@ def _first_line(exc: BaseException) -> str:
 def with_lock_retries(
     try_once: Callable[[Attempt], T], policy: Policy, *, what: str,
     name_blockers: Callable[[BaseException], list[preflight.Blocker]] | None = None,
-    failed_try: BaseException | None = None,
+    failed_try: BaseException | None = None, started: float | None = None,
 ) -> tuple[T, int]:
     """Run ``try_once`` until it gets its locks, within ``policy``'s tries and budget.
 
     ``try_once`` must roll back everything it did when it raises. Only lock failures
     (55P03, 40P01) are retried; anything else propagates at once. Returns (result, tries).
     ``failed_try``: a first try already made elsewhere (and logged) failed with it; the
-    schedule goes on from the second.
+    schedule goes on from the second, and the budget counts from ``started`` (when that
+    first try began), so the clock never restarts.
     """
-    start = time.monotonic()
+    start = time.monotonic() if started is None else started
     deadline = start + policy.retry_budget
     last: BaseException | None = failed_try
     blockers: list[preflight.Blocker] = []
@@ -169,7 +170,8 @@ def with_lock_retries(
     first = 1
     if failed_try is not None:
         first = tries = 2
-        time.sleep(max(0.0, min(policy.wait_before(2), policy.retry_budget - MIN_LOCK_TIMEOUT)))
+        time.sleep(max(0.0, min(policy.wait_before(2),
+                                deadline - time.monotonic() - MIN_LOCK_TIMEOUT)))
     for number in range(first, policy.retries + 2):
         remaining = deadline - time.monotonic()
         if number > 1 and remaining < MIN_LOCK_TIMEOUT:
