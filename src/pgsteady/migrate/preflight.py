@@ -110,7 +110,8 @@ class Blocker:
             "query": s.query, "reason": self.reason, "lock_mode": self.lock_mode,
             "relation": self.relation,
             "needed_by": None if self.need is None else {
-                "where": self.need.where, "kind": self.need.kind, "lock": str(self.need.lock)},
+                "where": self.need.where, "kind": self.need.kind, "lock": str(self.need.lock),
+                "via": self.need.via or None},
         }
 
 
