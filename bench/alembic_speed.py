@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -83,8 +84,11 @@ def upgrade_seconds(server: Postgres, root: Path, dbname: str) -> float:
         info = conninfo_to_dict(dsn)
         cfg = Config()
         cfg.set_main_option("script_location", str(root))
+        # The lab's DSN names a passfile (never the password); the URL passes it on.
+        passfile = f"?passfile={quote(info['passfile'])}" if info.get("passfile") else ""
         cfg.set_main_option("sqlalchemy.url", f"postgresql+psycopg://{info['user']}@"
-                                              f"{info['host']}:{info['port']}/{info['dbname']}")
+                                              f"{info['host']}:{info['port']}/{info['dbname']}"
+                                              f"{passfile}".replace("%", "%%"))
         start = time.perf_counter()
         command.upgrade(cfg, "head")
         return time.perf_counter() - start
