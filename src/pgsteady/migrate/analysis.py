@@ -228,7 +228,7 @@ def _alter_table(node: Any) -> Described:
             extra += [_rv(relation, AE, Reach.REFERENCED, only),
                       _rv(relation, AE, Reach.REFERENCING, only)]
             if cmd.behavior == enums.DropBehavior.DROP_CASCADE:
-                extra.append(_rv(relation, AE, Reach.DEPENDENT_VIEWS))
+                extra.append(_rv(relation, AE, Reach.DEPENDENT_VIEWS, only))
         elif cmd.subtype in (AT.AT_AddInherit, AT.AT_DropInherit) and \
                 isinstance(definition, ast.RangeVar):
             extra.append(_rv(definition, SUE if cmd.subtype == AT.AT_AddInherit else AS))

@@ -71,7 +71,7 @@ class Reach(enum.StrEnum):
     """How a target's relation is found from the name written in the statement."""
 
     SELF = "self"  # the named relation
-    INDEX_TABLE = "index table"  # the name is an index: the table it is on
+    INDEX_TABLE = "index table"  # the name is an index: its table (and its partitions')
     DESCENDANTS = "descendants"  # partitions and inheritance children, every level
     PARENT = "parent"  # the table a partition (or inheritance child) belongs to
     DEFAULT_PARTITION = "default partition"  # of the named partitioned table

@@ -161,9 +161,10 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
             statements: Iterable[StatementInfo], where: str = "") -> list[Need]:
     """The existing relations the statements lock (an index's table too), with modes."""
     needs: list[Need] = []
+    cache: dict[str, Any] = {}
     for statement in statements:
         place = migration.where(statement) if migration is not None else where
-        for locked in resolving.relations(conn, _waits_for(statement)):
+        for locked in resolving.relations(conn, _waits_for(statement), cache):
             needs.append(Need(locked.oid, locked.relation, locked.lock, place, statement.kind,
                               locked.via, locked.index_of is not None))
     return needs

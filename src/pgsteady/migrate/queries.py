@@ -139,9 +139,11 @@ ORDER BY 1
 # (oid, "schema.name") for the relations reached from %(oid)s (or %(name)s) that way.
 _QUALIFIED = "n.nspname::text || '.' || c.relname::text"
 
-# A relation as written -> its oid, its name, and for an index the table's oid.
+# A relation as written -> its oid, name, kind, whether it has children or is a partition,
+# and for an index the table's oid.
 RESOLVE_TARGET = f"""
-SELECT c.oid::int8, {_QUALIFIED}, i.indrelid::int8
+SELECT c.oid::int8, {_QUALIFIED}, c.relkind::text, c.relhassubclass, c.relispartition,
+       i.indrelid::int8
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indexrelid = c.oid
 WHERE c.oid = to_regclass(%(name)s)
@@ -163,19 +165,27 @@ REACH_QUERIES: dict[str, str] = {
     "parent": _REACHED.format("""
         SELECT i.inhparent FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid
         WHERE i.inhrelid = %(oid)s AND p.relispartition"""),
-    "index table": _REACHED.format("SELECT indrelid FROM pg_index WHERE indexrelid = %(oid)s"),
+    # The table of an index, and of each partition of a partitioned index.
+    "index table": _REACHED.format("""
+        WITH RECURSIVE tree(oid) AS (
+            SELECT %(oid)s::oid
+            UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.oid)
+        SELECT indrelid FROM pg_index WHERE indexrelid IN (SELECT oid FROM tree)"""),
     "default partition": _REACHED.format(
         "SELECT partdefid FROM pg_partitioned_table WHERE partrelid = %(oid)s"),
     "sibling default": _REACHED.format("""
         SELECT p.partdefid FROM pg_partitioned_table p
         JOIN pg_inherits i ON i.inhparent = p.partrelid WHERE i.inhrelid = %(oid)s"""),
-    # Views (and materialized views) built on %(oid)s, through views: DROP ... CASCADE.
+    # Views (and materialized views) built on %(oid)s (on its column %(column)s, if given),
+    # through views: DROP ... CASCADE.
     "dependent views": _REACHED.format("""
         WITH RECURSIVE users(oid) AS (
             SELECT r.ev_class FROM pg_depend d JOIN pg_rewrite r
               ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
             WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = %(oid)s
               AND r.ev_class <> %(oid)s
+              AND (%(column)s::text IS NULL OR d.refobjsubid = (SELECT a.attnum
+                   FROM pg_attribute a WHERE a.attrelid = %(oid)s AND a.attname = %(column)s))
             UNION
             SELECT r.ev_class FROM users JOIN pg_depend d
               ON d.refclassid = 'pg_class'::regclass AND d.refobjid = users.oid

@@ -51,9 +51,15 @@ class Locked:
     index_of: int | None = None  # for an index: its table's oid
 
 
-def relations(conn: psycopg.Connection[Any], targets: Iterable[Target]) -> list[Locked]:
-    """Every existing relation ``targets`` lock; targets that do not exist yet are skipped."""
+def relations(conn: psycopg.Connection[Any], targets: Iterable[Target],
+              cache: dict[str, Any] | None = None) -> list[Locked]:
+    """Every existing relation ``targets`` lock; targets that do not exist yet are skipped.
+
+    ``cache`` (any dict, kept by the caller across calls on one catalog state) saves looking
+    the same name up twice; reaches a relation cannot have (partitions of a plain table, the
+    base tables of a table) are not asked for."""
     found: list[Locked] = []
+    cache = {} if cache is None else cache
     for target in targets:
         if target.reach in queries.REACH_BY_NAME:
             params = {"name": target.name, "schema": target.schema,
@@ -62,12 +68,17 @@ def relations(conn: psycopg.Connection[Any], targets: Iterable[Target]) -> list[
             via = _VIA[target.reach].format(target.qualified)
             found += [Locked(int(oid), str(name), target.lock, via) for oid, name in rows]
             continue
-        row = conn.execute(queries.RESOLVE_TARGET, {"name": _quoted(conn, target)}).fetchone()
+        quoted = _quoted(conn, target)
+        if quoted not in cache:
+            cache[quoted] = conn.execute(queries.RESOLVE_TARGET, {"name": quoted}).fetchone()
+        row = cache[quoted]
         if row is None:  # not there yet (an earlier pending migration creates it)
             continue
-        oid, name, table_oid = row
+        oid, name, relkind, has_children, is_partition, table_oid = row
         if target.reach == Reach.SELF:
             found.append(Locked(int(oid), str(name), target.lock, "", table_oid))
+            continue
+        if not _may_reach(target.reach, relkind, has_children, is_partition):
             continue
         column, constraint = _only(target.only)
         rows = conn.execute(queries.REACH_QUERIES[target.reach], {
@@ -75,6 +86,21 @@ def relations(conn: psycopg.Connection[Any], targets: Iterable[Target]) -> list[
         via = _VIA[target.reach].format(name)
         found += [Locked(int(o), str(n), target.lock, via) for o, n in rows if o != oid]
     return found
+
+
+def _may_reach(reach: Reach, relkind: str, has_children: bool, is_partition: bool) -> bool:
+    """False when the catalog row alone says the reach finds nothing (saves a query)."""
+    if reach == Reach.DESCENDANTS:
+        return has_children
+    if reach in (Reach.PARENT, Reach.SIBLING_DEFAULT):
+        return is_partition
+    if reach == Reach.DEFAULT_PARTITION:
+        return relkind == "p"
+    if reach == Reach.READS:
+        return relkind in ("v", "m")
+    if reach == Reach.INDEX_TABLE:
+        return relkind in ("i", "I")
+    return True
 
 
 def _quoted(conn: psycopg.Connection[Any], target: Target) -> str:
