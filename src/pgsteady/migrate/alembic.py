@@ -27,15 +27,14 @@ import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from pgsteady.errors import BadMigration, MigrationBlocked, MigrationError, PgsteadyError
-from pgsteady.migrate import queries
+from pgsteady.migrate import apply, preflight, queries
+from pgsteady.migrate.apply import Policy
+from pgsteady.migrate.preflight import Blocker
+from pgsteady.migrate.watch import BlockerWatch
 from pgsteady.settings import pg_interval
-
-if TYPE_CHECKING:
-    from pgsteady.migrate.apply import Policy
-    from pgsteady.migrate.preflight import Blocker
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -69,9 +68,7 @@ def run_alembic_migrations(
     ``CommandError`` (one ``FAILED:`` line from the alembic CLI) with the pgsteady error as
     ``__cause__``. Offline (``--sql``) mode passes through unchanged.
     """
-    from pgsteady.migrate import apply  # noqa: PLC0415 - apply is heavy; env.py imports us
-
-    policy = policy or apply.Policy()
+    policy = policy or Policy()
     # env.py sees ``alembic.context``, a module proxying the EnvironmentContext; we need the
     # object itself for its options (``fn``: the steps the command wants) and its script.
     context = getattr(context, "_proxy", None) or context
@@ -187,12 +184,10 @@ def _connection_commits(tree: ast.AST) -> list[ast.Call]:
 
 
 class _Runner:
-    """Applies one step at a time on one SQLAlchemy connection."""
+    """Applies the steps on one SQLAlchemy connection: in batches, or one at a time."""
 
     def __init__(self, context: Any, connection: Any, policy: Policy, side_conn: Any,
                  configure: dict[str, Any]) -> None:
-        from pgsteady.migrate.watch import BlockerWatch  # noqa: PLC0415
-
         self.context = context
         self.connection = connection
         self.policy = policy
@@ -234,8 +229,6 @@ class _Runner:
             step = steps[done]
             if not _is_lock_failure(failure):
                 self._raise_failure(step, failure)
-            from pgsteady.migrate import apply  # noqa: PLC0415
-
             seen = "; ".join(b.describe(query_chars=apply.LOGGED_QUERY_CHARS)
                              for b in self._name_blockers(failure))
             log.warning("%s: try 1 could not get its locks within lock_timeout %.0f ms (%s); "
@@ -285,8 +278,6 @@ class _Runner:
         return applied, None
 
     def _watch_connection(self) -> Any:
-        from pgsteady.migrate import apply  # noqa: PLC0415
-
         raw = self.connection.engine.raw_connection()
         conn = raw.driver_connection
         raw.detach()
@@ -321,8 +312,6 @@ class _Runner:
               started: float | None = None) -> None:
         """One step with lock retries; ``first_try``: its try in a batch (begun at
         ``started``) already failed."""
-        from pgsteady.migrate import apply  # noqa: PLC0415
-
         label = _label(step)
         self.current = [step]
         once = self._autocommit if kind == AUTOCOMMIT else self._transactional
@@ -338,8 +327,6 @@ class _Runner:
 
     def _raise_failure(self, step: Any, exc: BaseException) -> NoReturn:
         """Turn what a step raised into the one-line MigrationError the CLI prints."""
-        from pgsteady.migrate import apply  # noqa: PLC0415
-
         label = _label(step)
         if isinstance(exc, (MigrationError, MigrationBlocked)):
             raise exc
@@ -422,8 +409,6 @@ class _Runner:
             put(self.policy.lock_timeout, self.policy.statement_timeout)
 
     def _name_blockers(self, exc: BaseException) -> list[Blocker]:
-        from pgsteady.migrate import apply, preflight  # noqa: PLC0415
-
         seen = self.watcher.take()
         if seen:
             return seen
@@ -434,6 +419,4 @@ class _Runner:
 
 
 def _is_lock_failure(exc: BaseException) -> bool:
-    from pgsteady.migrate import apply  # noqa: PLC0415
-
     return isinstance(apply.pg_error(exc), apply.RETRYABLE)

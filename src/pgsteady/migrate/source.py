@@ -21,13 +21,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pgsteady.errors import BadMigration
 from pgsteady.migrate.analysis import SqlSyntaxError, StatementInfo, analyze
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("pgsteady.migrate")
 
