@@ -236,3 +236,19 @@ def upgrade():
     assert version(db) == "0002"
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+
+
+def test_alembic_names_the_blocker_it_saw(db, tmp_path, pgsteady_lock_holder):
+    """A revision blocked inside DO (nothing to predict from) names the session it saw."""
+    cfg = project(tmp_path, db, [CREATE_T, '''
+def upgrade():
+    op.execute("DO $$ BEGIN EXECUTE 'ALTER TABLE t ADD COLUMN flag boolean'; END $$")
+'''])
+    command.upgrade(cfg, "0001")
+    holder = pgsteady_lock_holder(db, "t", select=True, application_name="hidden-report")
+    with pytest.raises(CommandError) as err:
+        command.upgrade(cfg, "head")
+    assert isinstance(err.value.__cause__, MigrationBlocked)
+    assert f"pid {holder.pid} 'hidden-report'" in str(err.value)
+    assert "holds AccessShareLock on public.t" in str(err.value)
+    assert version(db) == "0001"
