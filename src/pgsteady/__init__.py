@@ -4,10 +4,13 @@ from pgsteady._core import DatabaseStats
 from pgsteady._version import __version__
 from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import (
+    CacheUnavailable,
     CannotConnect,
+    CircuitOpen,
     DatabaseClosed,
     DeadlineExceeded,
     LabError,
+    LimitExceeded,
     MigrationBlocked,
     MigrationError,
     Overloaded,
@@ -21,12 +24,15 @@ from pgsteady.settings import SessionSettings
 __all__ = [
     "DEFAULT",
     "AsyncDatabase",
+    "CacheUnavailable",
     "CannotConnect",
+    "CircuitOpen",
     "Database",
     "DatabaseClosed",
     "DatabaseStats",
     "DeadlineExceeded",
     "LabError",
+    "LimitExceeded",
     "MigrationBlocked",
     "MigrationError",
     "Overloaded",

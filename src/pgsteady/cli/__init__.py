@@ -21,11 +21,11 @@ from typing import NoReturn, TextIO
 import psycopg
 
 from pgsteady._version import __version__
-from pgsteady.cli import alerts, blockers, doctor, lab, lint, migrate, preflight, report
+from pgsteady.cli import alerts, blockers, doctor, lab, lint, migrate, preflight, report, sim
 from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady.settings import describe, scrub
 
-VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers)
+VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers, sim)
 
 
 ERROR_SCHEMA_VERSION = 1
