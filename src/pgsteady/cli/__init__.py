@@ -21,11 +21,23 @@ from typing import NoReturn, TextIO
 import psycopg
 
 from pgsteady._version import __version__
-from pgsteady.cli import alerts, blockers, doctor, lab, lint, migrate, preflight, report, sim
+from pgsteady.cli import (
+    alerts,
+    blockers,
+    doctor,
+    exporter,
+    lab,
+    lint,
+    migrate,
+    preflight,
+    report,
+    sim,
+    watch,
+)
 from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady.settings import describe, scrub
 
-VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers, sim)
+VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers, sim, exporter, watch)
 
 
 ERROR_SCHEMA_VERSION = 1

@@ -28,13 +28,14 @@ from pgsteady.migrate import resolve as resolving
 from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
+from pgsteady.sqltext import shorten
 
 log = logging.getLogger("pgsteady.migrate")
 
 QUERY_CHARS = 200
 RESAMPLE_MARGIN = 0.02
 IDLE_IN_TRANSACTION = frozenset({"idle in transaction", "idle in transaction (aborted)"})
-_SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
+SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
                                "REINDEX INDEX CONCURRENTLY", "DETACH PARTITION CONCURRENTLY"})
 
 
@@ -97,7 +98,7 @@ class Blocker:
             what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
         query = self.session.query
         if query_chars and query:
-            excerpt = query if len(query) <= query_chars else query[:query_chars - 3] + "..."
+            excerpt = shorten(query, query_chars)  # the query was scrubbed whole already
             what += f"; its query: {excerpt}"
         return f"{self.session.describe()} {what}"
 
@@ -154,17 +155,29 @@ def _round(value: float | None) -> float | None:
 
 def _session(row: dict[str, Any]) -> Session:
     return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
-                   row["state"], row["xact_age"], row["query_age"], scrub(row["query"]))
+                   row["state"], row["xact_age"], row["query_age"],
+                   shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
+
+
+def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
+        -> dict[str, Any]:
+    """Every relation the statements name, resolved in one round trip (300 migrations' worth
+    of names cost one query, not one each); what :func:`resolve` takes as ``known``."""
+    return resolving.prefetch(conn, [t for s in statements for t in _waits_for(s)])
 
 
 def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
-            statements: Iterable[StatementInfo], where: str = "") -> list[Need]:
-    """The existing relations the statements lock (an index's table too), with modes."""
+            statements: Iterable[StatementInfo], where: str = "",
+            known: dict[str, Any] | None = None) -> list[Need]:
+    """The existing relations the statements lock (an index's table too), with modes.
+    ``known`` is a :func:`lookup` made beforehand for many migrations at once."""
     needs: list[Need] = []
-    cache: dict[str, Any] = {}
+    statements = list(statements)
+    if known is None:
+        known = lookup(conn, statements)
     for statement in statements:
         place = migration.where(statement) if migration is not None else where
-        for locked in resolving.relations(conn, _waits_for(statement), cache):
+        for locked in resolving.relations(conn, _waits_for(statement), known):
             needs.append(Need(locked.oid, locked.relation, locked.lock, place, statement.kind,
                               locked.via, locked.index_of is not None))
     return needs
@@ -173,7 +186,7 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
 def _waits_for(statement: StatementInfo) -> list[Target]:
     """The statement's targets, plus what a concurrent index build waits out: writers."""
     targets = list(statement.targets)
-    if statement.kind in _SNAPSHOT_WAITERS:
+    if statement.kind in SNAPSHOT_WAITERS:
         # After taking SHARE UPDATE EXCLUSIVE it waits for every transaction holding a lock
         # that conflicts with SHARE (any writer), then for old snapshots.
         targets += [Target(t.schema, t.name, LockMode.SHARE) for t in statement.targets]
@@ -237,7 +250,8 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
           min_age: float = 1.0) -> Report:
     """Preflight the pending migrations; the report names every session in their way."""
     report = Report(list(pending))
-    needs = [need for m in pending for need in resolve(conn, m, m.statements)]
+    known = lookup(conn, [s for m in pending for s in m.statements])
+    needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
     blockers, young_for = _lockers(conn, needs, min_age=min_age)
     if young_for > 0:
         # Young active queries are not ignored: if they still hold a conflicting lock once
@@ -247,7 +261,7 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
         named = {b.session.pid for b in blockers}
         blockers += [b for b in again if b.session.pid not in named]
     report.blockers += blockers
-    waiting = [(m, s) for m in pending for s in m.statements if s.kind in _SNAPSHOT_WAITERS]
+    waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:
         migration, statement = waiting[0]
         named = {b.session.pid for b in report.blockers}
