@@ -271,7 +271,7 @@ class _Runner:
                                         self.policy.statement_timeout):
                 self.batch = True
                 try:
-                    with self.context.begin_transaction():
+                    with self.watcher.watching(), self.context.begin_transaction():
                         self.context.run_migrations()
                 finally:
                     self.batch = self.guard_commits = False
@@ -364,7 +364,8 @@ class _Runner:
                                                 {"name": name, "value": pg_interval(seconds)})
             self.guard_commits = True
             try:
-                self.context.run_migrations()
+                with self.watcher.watching():
+                    self.context.run_migrations()
             finally:
                 self.guard_commits = False
 
@@ -378,7 +379,8 @@ class _Runner:
                 self._own_transactions(migration_context):
             self.autocommitted = 0
             try:
-                self.context.run_migrations()
+                with self.watcher.watching():
+                    self.context.run_migrations()
             except Exception as exc:
                 if self.autocommitted:
                     raise _PartlyApplied(self.autocommitted) from exc

@@ -479,9 +479,12 @@ def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Polic
     step = _transactional if migration.transactional else _autocommit
 
     def try_once(attempt: Attempt) -> None:
-        if watcher is not None:
-            watcher.take()  # forget what earlier tries saw
-        step(conn, migration, attempt, policy=policy, store=store, start=start)
+        if watcher is None:
+            step(conn, migration, attempt, policy=policy, store=store, start=start)
+            return
+        watcher.take()  # forget what earlier tries saw
+        with watcher.watching():
+            step(conn, migration, attempt, policy=policy, store=store, start=start)
 
     def name_blockers(exc: BaseException) -> list[preflight.Blocker]:
         seen = watcher.take() if watcher is not None else []

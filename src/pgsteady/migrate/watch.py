@@ -8,15 +8,19 @@ way, whatever the analysis knew.
 
 The side connection is labelled (``pgsteady-migrate-watch@host:pid``), has its own short
 ``statement_timeout`` and ``lock_timeout``, and only reads ``pg_locks`` and
-``pg_stat_activity``: it takes no lock that could queue behind the migration. Its thread
-stops on every exit path (``with BlockerWatch(...)``).
+``pg_stat_activity``: it takes no lock that could queue behind the migration. It looks only
+while a try has been running for ``interval`` (``with watch.watching(): ...``), and opens its
+connection, in its own thread, the first time it needs to: a run of quick migrations costs
+it nothing. Its thread stops, and closes the connection, on every exit path
+(``with BlockerWatch(...)``).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -31,7 +35,8 @@ log = logging.getLogger("pgsteady.migrate")
 INTERVAL = 0.05
 CHAIN_DEPTH = 5  # how far behind the direct blocker the chain is followed
 MAX_SEEN = 50  # sessions remembered per try (bounded, even on a busy server)
-STOP_WAIT = 2.0
+IDLE_WAIT = 0.5  # how often an idle watch checks whether it should stop
+STOP_WAIT = 7.0  # > the connect timeout of the watch connection (5 s)
 
 
 def server_pid(conn: psycopg.Connection[Any]) -> int:
@@ -50,6 +55,7 @@ class BlockerWatch:
         self._pid = backend_pid
         self._interval = interval
         self._stop = threading.Event()
+        self._active = threading.Event()
         self._lock = threading.Lock()
         self._seen: dict[int, Blocker] = {}
         self._thread: threading.Thread | None = None
@@ -57,14 +63,6 @@ class BlockerWatch:
 
     def __enter__(self) -> BlockerWatch:
         self._stop.clear()
-        try:
-            self._conn = self._connect()
-            self._conn.execute(queries.WATCH_SETUP)
-        except psycopg.Error:
-            # Watching is a courtesy: without it, blockers are named by prediction.
-            log.debug("cannot open the blocker watch connection", exc_info=True)
-            self._close()
-            return self
         self._thread = threading.Thread(target=self._run, name="pgsteady-blocker-watch",
                                         daemon=True)
         self._thread.start()
@@ -73,9 +71,19 @@ class BlockerWatch:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._stop.set()
+        self._active.set()  # wake it
         if self._thread is not None:
             self._thread.join(STOP_WAIT)
-        self._close()
+        self._active.clear()
+
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        """Mark a try in progress: the watch looks while it lasts."""
+        self._active.set()
+        try:
+            yield
+        finally:
+            self._active.clear()
 
     def take(self) -> list[Blocker]:
         """The sessions seen blocking since the last call, direct blockers first."""
@@ -105,12 +113,31 @@ class BlockerWatch:
                 self._seen[row["pid"]] = Blocker(_session(row), reason, mode, relation, None)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
+        try:
+            while not self._stop.is_set():
+                if not self._active.wait(IDLE_WAIT):
+                    continue
+                # A try is running: look once it has lasted an interval (quick ones never).
+                if self._stop.wait(self._interval) or not self._active.is_set():
+                    continue
+                if self._conn is None and not self._open():
+                    return
                 self.poll()
-            except psycopg.Error:
-                log.debug("blocker watch stopped", exc_info=True)
-                return
+        except psycopg.Error:
+            log.debug("blocker watch stopped", exc_info=True)
+        finally:
+            self._close()
+
+    def _open(self) -> bool:
+        try:
+            self._conn = self._connect()
+            self._conn.execute(queries.WATCH_SETUP)
+        except psycopg.Error:
+            # Watching is a courtesy: without it, blockers are named by prediction.
+            log.debug("cannot open the blocker watch connection", exc_info=True)
+            self._close()
+            return False
+        return True
 
     def _close(self) -> None:
         if self._conn is not None:
