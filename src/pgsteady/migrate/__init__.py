@@ -5,9 +5,10 @@ This module only re-exports; see ``source`` (where migrations come from), ``appl
 statement locks) and ``testing`` (pytest helpers).
 """
 
+from pgsteady.migrate.alembic import run_alembic_migrations
 from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
 from pgsteady.migrate.apply import Applied, Policy, migrate, plan, run_preflight
-from pgsteady.migrate.source import Migration, load_dir, run_alembic_migrations
+from pgsteady.migrate.source import Migration, load_dir
 
 __all__ = [
     "Applied",
