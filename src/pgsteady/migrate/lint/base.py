@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pgsteady.migrate.lint.schema import Key, Schema
 
 Node = dict[str, Any]
 
@@ -24,13 +26,15 @@ DEFAULT_PG_VERSION = 14
 class Hit:
     """One problem a rule found in a statement.
 
-    ``location`` is a byte offset into the file (the ``location`` of a node); ``None`` means
-    the statement's first word. ``table`` names the relation whose size makes it worse.
+    ``location`` is a node's ``location`` (the engine maps it to the file); ``None`` means the
+    statement's first word. ``table`` names the relation whose size makes it worse.
+    ``severity`` overrides the rule's (a "may rewrite" when the old type is unknown).
     """
 
     detail: str = ""
     location: int | None = None
     table: tuple[str | None, str] | None = None
+    severity: Literal["error", "warning"] | None = None
 
 
 @dataclass
@@ -43,22 +47,24 @@ class Context:
     transaction_depth: int = 0
     lock_timeout_set: bool = False
     statement_timeout_set: bool = False
-    # Tables created earlier in this file: nobody else can be using them yet.
-    created_tables: set[str] = field(default_factory=set)
+    # The schema replayed so far: tables (new ones too), columns and their types, views.
+    schema: Schema = field(default_factory=Schema)
+    # True while the statements of a DO block are checked: one statement, one transaction.
+    in_do_block: bool = False
     # CHECK constraints added NOT VALID, by name -> (table, column they prove NOT NULL).
-    pending_not_null_checks: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pending_not_null_checks: dict[str, tuple[Key, str]] = field(default_factory=dict)
     # Constraints added NOT VALID in the transaction still open (validating them there keeps
     # the ADD's ACCESS EXCLUSIVE lock for the whole scan).
     not_valid_in_transaction: set[str] = field(default_factory=set)
     # Existing tables the open transaction holds ACCESS EXCLUSIVE on (by an ALTER TABLE).
-    altered_in_transaction: set[str] = field(default_factory=set)
-    # Tables the open transaction's foreign keys reference (each gets SHARE ROW EXCLUSIVE).
-    fk_targets_in_transaction: set[str] = field(default_factory=set)
+    altered_in_transaction: set[Key] = field(default_factory=set)
+    # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
+    fk_targets_in_transaction: set[Key] = field(default_factory=set)
     # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
-    proven_not_null: set[tuple[str, str]] = field(default_factory=set)
+    proven_not_null: set[tuple[Key, str]] = field(default_factory=set)
     # Tables with a VALIDATE CONSTRAINT of a constraint added in an earlier migration: it is
     # most likely the CHECK (col IS NOT NULL) a following SET NOT NULL relies on.
-    validated_elsewhere: set[str] = field(default_factory=set)
+    validated_elsewhere: set[Key] = field(default_factory=set)
     # Byte offset of the BEGIN that opened the current explicit transaction.
     open_transaction_at: int | None = None
     # Once-per-file rules remember here that they have spoken.
@@ -66,11 +72,15 @@ class Context:
 
     @property
     def in_transaction(self) -> bool:
-        return self.assume_in_transaction or self.transaction_depth > 0
+        return self.assume_in_transaction or self.transaction_depth > 0 or self.in_do_block
 
     def is_new_table(self, relation: Node | None) -> bool:
-        """True if ``relation`` (a RangeVar) was created earlier in this file."""
-        return relation is not None and table_key(relation) in self.created_tables
+        """True if ``relation`` (a RangeVar) was created in the change being checked."""
+        return self.schema.is_new(relation)
+
+    def key(self, relation: Node) -> Key:
+        """A RangeVar as (schema, name), resolved on the search_path the file set."""
+        return self.schema.key(relation)
 
 
 Check = Callable[[str, Node, Context], Iterable[Hit]]
@@ -95,6 +105,7 @@ class Rule:
     size_aware: bool
     default_enabled: bool
     module: str
+    severity: Literal["error", "warning"] = "error"
 
 
 def unwrap(node: Node) -> tuple[str, Node]:
@@ -135,11 +146,6 @@ def qualified(relation: Node) -> str:
     """A RangeVar as written: ``schema.name`` or ``name``."""
     schema = relation.get("schemaname")
     return f"{schema}.{relation['relname']}" if schema else str(relation["relname"])
-
-
-def table_key(relation: Node) -> str:
-    """How the context remembers a table: its bare name (schemas rarely differ in one file)."""
-    return str(relation.get("relname", "")).lower()
 
 
 def table_ref(relation: Node | None) -> tuple[str | None, str] | None:
@@ -244,8 +250,8 @@ def takes_blocking_lock(kind: str, stmt: Node) -> bool:
     return True
 
 
-def foreign_key_targets(kind: str, stmt: Node) -> list[str]:
-    """Tables a CREATE TABLE or ALTER TABLE's new foreign keys reference (bare names)."""
+def foreign_key_targets(kind: str, stmt: Node) -> list[Node]:
+    """Tables (RangeVars) a CREATE TABLE or ALTER TABLE's new foreign keys reference."""
     found: list[Node] = []
     if kind == "CreateStmt":
         for element in stmt.get("tableElts") or ():
@@ -260,5 +266,5 @@ def foreign_key_targets(kind: str, stmt: Node) -> list[str]:
                 found.append(definition["Constraint"])
             elif subtype == "AT_AddColumn" and "ColumnDef" in definition:
                 found.extend(constraints(definition["ColumnDef"]))
-    return [table_key(c["pktable"]) for c in found
+    return [c["pktable"] for c in found
             if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable")]

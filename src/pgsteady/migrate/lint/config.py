@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pgsteady.errors import UsageError
+from pgsteady._errors_root import UsageError
 from pgsteady.migrate.lint.base import DEFAULT_PG_VERSION
 
 #: Rows from which, with a database to ask, a table counts as large.
@@ -46,8 +46,9 @@ class LintConfig:
     disable: frozenset[str] = frozenset()
     enable: frozenset[str] = frozenset()
     warn: frozenset[str] = frozenset()
-    assume_runner_timeouts: bool = True
-    assume_in_transaction: bool = True
+    # None: as the runner profile says (pgsteady migrate: both true).
+    assume_runner_timeouts: bool | None = None
+    assume_in_transaction: bool | None = None
     large_table: int = DEFAULT_LARGE_TABLE
     source: str | None = field(default=None, compare=False)
 

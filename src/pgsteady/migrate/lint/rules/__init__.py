@@ -7,7 +7,8 @@ with the safe SQL), ``MIN_PG_VERSION`` (None when it matters on every version), 
 the rule is not even called for the others) and ``check(kind, stmt, ctx)`` yielding
 :class:`~pgsteady.migrate.lint.base.Hit`. Optional:
 ``finish(ctx)`` for end-of-file checks, ``SIZE_AWARE = True`` when the cost grows with the
-table, ``DEFAULT_ENABLED = False`` for opt-in rules.
+table, ``DEFAULT_ENABLED = False`` for opt-in rules, ``SEVERITY = "warning"`` for notes that
+should not fail a build.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def from_module(module: ModuleType) -> Rule:
         size_aware=bool(getattr(module, "SIZE_AWARE", False)),
         default_enabled=bool(getattr(module, "DEFAULT_ENABLED", True)),
         module=module.__name__,
+        severity="warning" if getattr(module, "SEVERITY", "error") == "warning" else "error",
     )
 
 
