@@ -94,6 +94,7 @@ class DatabaseStats:
     abandoned_completions: int
     overloaded: int
     failed: int
+    closed: bool = False
 
     @property
     def deadline_exceeded(self) -> int:
@@ -235,7 +236,7 @@ class Core:
             deadline_exceeded_running=self.exceeded["running"],
             dropped_before_start=self.dropped_before_start,
             abandoned_completions=self.abandoned_completions, overloaded=self.overloaded,
-            failed=self.failed,
+            failed=self.failed, closed=self.closed,
         )
 
 

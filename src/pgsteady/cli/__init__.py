@@ -14,11 +14,11 @@ from typing import NoReturn
 import psycopg
 
 from pgsteady._version import __version__
-from pgsteady.cli import lab, lint, migrate, preflight
+from pgsteady.cli import alerts, lab, lint, migrate, preflight, report
 from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady.settings import scrub
 
-VERBS = (lab, lint, migrate, preflight)
+VERBS = (lab, lint, migrate, preflight, report, alerts)
 
 
 class _Parser(argparse.ArgumentParser):

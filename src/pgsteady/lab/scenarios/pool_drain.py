@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +27,7 @@ from typing import Any
 
 import psycopg
 
+from pgsteady._version import __version__
 from pgsteady.errors import LabError, UsageError
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir
@@ -136,6 +138,7 @@ class PoolDrainResult:
             "config": {**asdict(self.config), "strategies": list(self.config.strategies),
                        "versions": self.versions},
             "ceiling": {"pgbench_tps": round(self.pgbench_tps, 1)},
+            "machine": {"cores": os.cpu_count()},
             "runs": [run.to_json() for run in self.runs],
         }
 
@@ -154,7 +157,7 @@ def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
         server.start()
         _prepare_database(server)
         versions = {"postgresql": server.version(),
-                    "pgbouncer": server.binaries.pgbouncer_version()}
+                    "pgbouncer": server.binaries.pgbouncer_version(), "pgsteady": __version__}
         report("pgbench ceiling", 0)
         tps = _ceiling(server, config)
         report("pgbench ceiling", config.ceiling_duration)

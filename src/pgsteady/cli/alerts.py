@@ -1,0 +1,45 @@
+"""``pgsteady alerts``: the Prometheus rules file for both outages' warning signs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pgsteady.errors import EXIT_OK
+
+
+def register(verbs: Any) -> None:
+    alerts = verbs.add_parser(
+        "alerts", help="print Prometheus alert rules for pgsteady's metrics",
+        description="Print a Prometheus rules file: one group per concern (client pools, "
+                    "PostgreSQL, PgBouncer, migrations, deploys, the exporter), each rule with a "
+                    "`for`, a severity label and summary/description/runbook annotations that "
+                    "say what to run. Thresholds and durations: defaults, overridden by "
+                    "[tool.pgsteady.alerts] in pyproject.toml or by --config FILE.")
+    alerts.add_argument("--format", choices=["prometheus"], default="prometheus",
+                        help="output format (prometheus: a rules file for rule_files)")
+    alerts.add_argument("--config", metavar="FILE",
+                        help="TOML with thresholds and `for` durations, e.g. lock_queue_length = "
+                             "5, lock_queue_length_for = \"30s\"")
+    alerts.add_argument("--list", action="store_true",
+                        help="list the configurable keys and their defaults instead")
+    alerts.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pgsteady.inspect.alerts import DEFAULTS, load_config, prom_duration, prometheus_rules
+
+    config = load_config(Path(args.config) if args.config else None)
+    if args.list:
+        for key, value in config.values.items():
+            shown = prom_duration(value) if key.endswith("_for") else f"{value:g}"
+            default = DEFAULTS[key]
+            note = "" if value == default else "  (default " + (
+                prom_duration(default) if key.endswith("_for") else f"{default:g}") + ")"
+            print(f"{key} = {shown}{note}", file=sys.stdout)
+        return EXIT_OK
+    sys.stdout.write(prometheus_rules(config))
+    return EXIT_OK

@@ -1,0 +1,315 @@
+"""Alert rules for both outages: one definition, printed as Prometheus rules and evaluated
+in-process by ``pgsteady watch``.
+
+Seed 002's team was paged late because nobody had written rules with the right ``for``
+durations; seed 000's pool drain shows in not-ready closures and a pool stuck refilling. Each
+rule here names a pgsteady metric, a comparison against a configurable threshold and a
+configurable ``for``; the PromQL and the in-process evaluation are both derived from that one
+definition, so the terminal and the pager never disagree.
+
+Thresholds and durations come from defaults, overridable by a TOML file (``--config``) or
+``[tool.pgsteady.alerts]`` in pyproject.toml::
+
+    [tool.pgsteady.alerts]
+    lock_queue_length = 5          # a threshold: a number
+    lock_queue_for = "30s"         # a `for` duration: "30s", "5m", "1h" or seconds
+
+An unknown key or a negative value is a usage error (exit 2): a typo must not turn a page off.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgsteady.errors import UsageError
+
+RUNBOOK = "README: the first minute of an incident"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One alert. ``expr`` is built from ``kind``:
+
+    - ``max``: ``max by (by) (metric) OP threshold``
+    - ``ratio``: ``sum by (by) (metric) / sum by (by) (denominator) OP threshold``
+    - ``per_minute``: ``sum by (by) (rate(metric[window])) * 60 OP threshold``
+    - ``increase``: ``max by (by) (increase(metric[window])) OP threshold``
+    - ``min``: ``min by (by) (metric) OP threshold``
+    """
+
+    alert: str
+    group: str
+    metric: str
+    op: str
+    key: str                      # config prefix: `<key>` threshold, `<key>_for` duration
+    severity: str
+    summary: str
+    description: str
+    run: str                      # what to run first, for the runbook annotation
+    by: tuple[str, ...] = ()
+    kind: str = "max"
+    denominator: str = ""
+    window: str = "5m"
+
+    def expr(self, threshold: float) -> str:
+        by = f" by ({', '.join(self.by)})" if self.by else ""
+        value = _number(threshold)
+        if self.kind == "ratio":
+            left = f"sum{by} ({self.metric}) / sum{by} ({self.denominator})"
+        elif self.kind == "per_minute":
+            left = f"sum{by} (rate({self.metric}[{self.window}])) * 60"
+        elif self.kind == "increase":
+            left = f"max{by} (increase({self.metric}[{self.window}]))"
+        elif self.kind == "min":
+            left = f"min{by} ({self.metric})"
+        else:
+            left = f"max{by} ({self.metric})"
+        return f"{left} {self.op} {value}"
+
+
+# Defaults: thresholds, then `for` durations in seconds (seed 002's "Faster paging").
+DEFAULTS: dict[str, float] = {
+    "client_pool_used": 0.7, "client_pool_used_for": 300,
+    "connections_used": 0.7, "connections_used_for": 300,
+    "connections_critical": 0.9, "connections_critical_for": 60,
+    "lock_queue_length": 5, "lock_queue_length_for": 30,
+    "blocking_root_seconds": 60, "blocking_root_seconds_for": 0,
+    "long_transaction_seconds": 900, "long_transaction_seconds_for": 0,
+    "idle_in_transaction_sessions": 0, "idle_in_transaction_sessions_for": 300,
+    "xmin_horizon_seconds": 3600, "xmin_horizon_seconds_for": 300,
+    "pgbouncer_refill_stuck_seconds": 0, "pgbouncer_refill_stuck_seconds_for": 30,
+    "pgbouncer_not_ready_per_minute": 10, "pgbouncer_not_ready_per_minute_for": 120,
+    "client_deadline_exceeded_per_minute": 60, "client_deadline_exceeded_per_minute_for": 300,
+    "client_overloaded_per_minute": 0, "client_overloaded_per_minute_for": 300,
+    "migration_failed": 0, "migration_failed_for": 0,
+    "migration_seconds": 300, "migration_seconds_for": 0,
+    "restarts": 3, "restarts_for": 0,
+    "source_down": 0, "source_down_for": 60,
+}
+
+RULES: tuple[Rule, ...] = (
+    Rule("PgsteadyClientPoolSaturated", "pgsteady-client", "pgsteady_client_pool_in_use", ">=",
+         "client_pool_used", "warning", "{{ $labels.service }}: client pool over {{ $value | "
+         "humanizePercentage }} in use", "The service's own connection pool has been mostly in "
+         "use; callers will soon queue and miss deadlines.",
+         "pgsteady watch --dsn ... (pools pane); check the service's traffic and pool_size",
+         by=("service",), kind="ratio", denominator="pgsteady_client_pool_size"),
+    Rule("PgsteadyClientDeadlinesExceeded", "pgsteady-client",
+         "pgsteady_client_deadline_exceeded_total", ">", "client_deadline_exceeded_per_minute",
+         "warning", "{{ $labels.service }}: {{ $value | humanize }} deadlines a minute",
+         "Callers are giving up on database lookups. With pgsteady the queries still finish and "
+         "no pooler connection is lost; find why the database is slow.",
+         "pgsteady doctor --dsn ... --pgbouncer ...", by=("service",), kind="per_minute"),
+    Rule("PgsteadyClientOverloaded", "pgsteady-client", "pgsteady_client_overloaded_total", ">",
+         "client_overloaded_per_minute", "warning",
+         "{{ $labels.service }}: backlog full, {{ $value | humanize }} calls refused a minute",
+         "The client's backlog is full and calls fail fast; the database or pooler is not "
+         "keeping up with demand.", "pgsteady watch --dsn ...", by=("service",),
+         kind="per_minute"),
+    Rule("PgsteadyConnectionsHigh", "pgsteady-postgres", "pgsteady_connections_used_ratio", ">=",
+         "connections_used", "warning",
+         "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
+         "Sessions are using most of max_connections minus the reserved slots; seed 002 ran out "
+         "of slots when restarted servers leaked sessions.",
+         "pgsteady blockers --dsn ...; pgsteady doctor --dsn ..."),
+    Rule("PgsteadyConnectionsCritical", "pgsteady-postgres", "pgsteady_connections_used_ratio",
+         ">=", "connections_critical", "critical",
+         "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
+         "New connections will soon be refused.", "pgsteady doctor --dsn ..."),
+    Rule("PgsteadyLockQueue", "pgsteady-postgres", "pgsteady_lock_queue_length", ">=",
+         "lock_queue_length", "critical",
+         "{{ $value }} sessions queued for a lock on {{ $labels.relation }}",
+         "A lock request (often a migration's ACCESS EXCLUSIVE) waits behind a long query and "
+         "every new query on the table queues behind it: the seed-002 outage.",
+         "pgsteady blockers --dsn ... ; end the root blocker with --terminate PID if it is safe",
+         by=("relation",)),
+    Rule("PgsteadyBlockingRootOld", "pgsteady-postgres", "pgsteady_blocking_root_seconds", ">",
+         "blocking_root_seconds", "warning",
+         "{{ $labels.application_name }} has blocked others for {{ $value | humanizeDuration }}",
+         "A session at the root of a blocking chain has held its locks for long.",
+         "pgsteady blockers --dsn ...", by=("application_name",)),
+    Rule("PgsteadyLongTransaction", "pgsteady-postgres", "pgsteady_longest_transaction_seconds",
+         ">", "long_transaction_seconds", "warning",
+         "{{ $labels.application_name }}: a transaction open for {{ $value | humanizeDuration }}",
+         "Long transactions hold locks and snapshots; nothing stopped seed 002's 7-hour queries.",
+         "pgsteady doctor --dsn ... (long-transaction)", by=("application_name",)),
+    Rule("PgsteadyIdleInTransaction", "pgsteady-postgres",
+         "pgsteady_idle_in_transaction_sessions", ">", "idle_in_transaction_sessions",
+         "warning", "{{ $value }} sessions idle in transaction",
+         "Sessions sit idle inside an open transaction, holding their locks.",
+         "pgsteady doctor --dsn ... (idle-in-transaction)"),
+    Rule("PgsteadyXminHorizonOld", "pgsteady-postgres", "pgsteady_xmin_horizon_age_seconds", ">",
+         "xmin_horizon_seconds", "warning",
+         "vacuum held back for {{ $value | humanizeDuration }}",
+         "An old snapshot keeps vacuum from cleaning up; seed 002's long queries did this for "
+         "eight hours.", "pgsteady doctor --dsn ... (xmin-horizon names the holder)"),
+    Rule("PgsteadyPgbouncerRefillStuck", "pgsteady-pgbouncer",
+         "pgsteady_pgbouncer_refill_stuck_seconds", ">", "pgbouncer_refill_stuck_seconds",
+         "critical", "PgBouncer pool {{ $labels.database }}/{{ $labels.user }} stuck refilling",
+         "sv_login sits at 1 while clients wait and no server connection is added: the pool "
+         "drain of seed 000.", "pgsteady doctor --pgbouncer ... (pgbouncer-refill-stuck)",
+         by=("database", "user")),
+    Rule("PgsteadyPgbouncerNotReadyClosures", "pgsteady-pgbouncer",
+         "pgsteady_pgbouncer_not_ready_closures_total", ">", "pgbouncer_not_ready_per_minute",
+         "warning", "PgBouncer closes {{ $value | humanize }} server connections a minute as "
+         "not ready", "Clients leave while their query is queued or running, and PgBouncer "
+         "destroys the server connection; drivers closing connections on deadlines do this.",
+         "pgsteady doctor --pgbouncer ... --pgbouncer-log ...", kind="per_minute", window="2m"),
+    Rule("PgsteadyMigrationFailed", "pgsteady-migrations", "pgsteady_migration_last_run_success",
+         "==", "migration_failed", "critical", "the last pgsteady migrate run failed",
+         "A migration gave up (lock timeout, error); nothing of it was applied.",
+         "pgsteady migrate --status; pgsteady preflight", by=("instance", "job"), kind="min"),
+    Rule("PgsteadyMigrationSlow", "pgsteady-migrations",
+         "pgsteady_migration_last_run_duration_seconds", ">", "migration_seconds", "warning",
+         "the last migration run took {{ $value | humanizeDuration }}",
+         "Migrations that take long hold locks long, or retried behind a blocker.",
+         "pgsteady preflight --dsn ...", by=("instance", "job")),
+    Rule("PgsteadyRepeatedRestarts", "pgsteady-deploy", "kube_pod_container_status_restarts_total",
+         ">=", "restarts", "warning",
+         "{{ $labels.namespace }}/{{ $labels.pod }} restarted {{ $value | humanize }} times in "
+         "15 m",
+         "Repeated restarts: in seed 002, liveness probes that queried the database killed "
+         "healthy servers, and each restart leaked sessions.",
+         "kubectl describe pod; make liveness process-only (pgsteady.health)",
+         by=("namespace", "pod", "container"), kind="increase", window="15m"),
+    Rule("PgsteadySourceDown", "pgsteady-exporter", "pgsteady_up", "==", "source_down",
+         "critical", "pgsteady exporter cannot read {{ $labels.source }}",
+         "The exporter's last scrape of this source failed; its alerts are blind.",
+         "pgsteady doctor --dsn ... --pgbouncer ...", by=("source",), kind="min"),
+)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}
+
+
+def _duration(key: str, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise UsageError(f"alerts config: {key} must be a duration such as \"5m\", not {raw}")
+    if isinstance(raw, (int, float)):
+        seconds = float(raw)
+    elif isinstance(raw, str) and (m := _DURATION.match(raw)):
+        seconds = float(m[1]) * _UNITS[m[2]]
+    else:
+        raise UsageError(f"alerts config: {key} = {raw!r} is not a duration; write it like "
+                         "\"30s\", \"5m\" or \"1h\" (negative durations are refused)")
+    if seconds < 0:
+        raise UsageError(f"alerts config: {key} = {raw!r} is negative; durations must be >= 0")
+    return seconds
+
+
+def prom_duration(seconds: float) -> str:
+    """Seconds as a Prometheus duration: 300 -> "5m", 30 -> "30s", 0 -> "0s"."""
+    whole = round(seconds)
+    for unit, size in (("h", 3600), ("m", 60)):
+        if whole and whole % size == 0:
+            return f"{whole // size}{unit}"
+    return f"{whole}s"
+
+
+@dataclass(frozen=True)
+class AlertConfig:
+    """Thresholds and `for` durations (seconds); built from defaults and overrides."""
+
+    values: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULTS))
+    source: str | None = None
+
+    def threshold(self, rule: Rule) -> float:
+        return self.values[rule.key]
+
+    def for_seconds(self, rule: Rule) -> float:
+        return self.values[f"{rule.key}_for"]
+
+    @classmethod
+    def of(cls, overrides: Mapping[str, Any], source: str | None = None) -> AlertConfig:
+        values = dict(DEFAULTS)
+        for key, raw in overrides.items():
+            if key not in DEFAULTS:
+                near = difflib.get_close_matches(key, DEFAULTS, n=1)
+                hint = f"; did you mean {near[0]}?" if near else \
+                    "; see `pgsteady alerts --help` for the keys"
+                raise UsageError(f"alerts config{f' {source}' if source else ''}: unknown "
+                                 f"key {key!r}{hint}")
+            if key.endswith("_for"):
+                values[key] = _duration(key, raw)
+                continue
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                raise UsageError(f"alerts config: {key} = {raw!r} must be a number")
+            if raw < 0:
+                raise UsageError(f"alerts config: {key} = {raw} is negative; thresholds are "
+                                 ">= 0")
+            values[key] = float(raw)
+        return cls(values, source)
+
+
+def load_config(path: Path | None = None, start: Path | None = None) -> AlertConfig:
+    """From ``path`` (a TOML file of keys, or with an ``[alerts]`` or ``[tool.pgsteady.alerts]``
+    table), else from the nearest pyproject.toml's ``[tool.pgsteady.alerts]``, else defaults."""
+    if path is None:
+        folder = (start or Path.cwd()).resolve()
+        for candidate in (folder, *folder.parents):
+            pyproject = candidate / "pyproject.toml"
+            if pyproject.is_file():
+                data = _read_toml(pyproject)
+                table = data.get("tool", {}).get("pgsteady", {}).get("alerts", {})
+                return AlertConfig.of(table, str(pyproject)) if table else AlertConfig()
+        return AlertConfig()
+    data = _read_toml(path)
+    table = data.get("tool", {}).get("pgsteady", {}).get("alerts") or data.get("alerts") or data
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [alerts] must be a table of keys")
+    return AlertConfig.of(table, str(path))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file; give --config a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
+def _q(text: str) -> str:
+    """A YAML scalar: JSON's double-quoted strings are valid YAML and escape everything."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def prometheus_rules(config: AlertConfig | None = None,
+                     rules: Iterable[Rule] = RULES) -> str:
+    """The rules file, one group per concern, ready for ``promtool check rules``."""
+    cfg = config or AlertConfig()
+    groups: dict[str, list[Rule]] = {}
+    for rule in rules:
+        groups.setdefault(rule.group, []).append(rule)
+    lines = ["# Generated by `pgsteady alerts`; thresholds from defaults"
+             + (f" and {cfg.source}" if cfg.source else "") + ".", "groups:"]
+    for group, members in groups.items():
+        lines += [f"  - name: {group}", "    rules:"]
+        for rule in members:
+            lines += [
+                f"      - alert: {rule.alert}",
+                f"        expr: {_q(rule.expr(cfg.threshold(rule)))}",
+                f"        for: {prom_duration(cfg.for_seconds(rule))}",
+                "        labels:",
+                f"          severity: {rule.severity}",
+                "        annotations:",
+                f"          summary: {_q(rule.summary)}",
+                f"          description: {_q(rule.description)}",
+                f"          runbook: {_q(f'Run: {rule.run}. See {RUNBOOK}.')}",
+            ]
+    return "\n".join(lines) + "\n"

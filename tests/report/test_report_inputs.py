@@ -1,0 +1,131 @@
+"""`pgsteady report` input handling: what it reads, and one clear line for what it cannot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from report_data import lock_queue, write
+
+from pgsteady.report import build_report
+from pgsteady.report.sections import verdict_of
+from pgsteady.report.svg import nice_ticks
+
+PGSTEADY = [sys.executable, "-m", "pgsteady"]
+
+
+def _report(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PGSTEADY, "report", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ("{not json", "not valid JSON (line 1, column 2"),
+        ('{"hello": "world"}', 'not a pgsteady lab or sim result (no "scenario" field)'),
+        ('[1, 2]', "not a pgsteady lab or sim result"),
+        ('{"schema_version": 2, "scenario": "pool-drain"}', "schema_version 2 is not supported"),
+        ('{"scenario": "pool-drain"}', '"schema_version" is missing'),
+        ('{"schema_version": 1, "scenario": "pool-drain", "source": "excel"}', '"source" is'),
+        ('{"schema_version": 1, "scenario": "pool-drain", "runs": {"a": 1}}',
+         '"runs" must be a list'),
+        ('{"schema_version": 1, "scenario": "x", "runs": [{"per_second": 3}]}',
+         'run 1: "per_second" must be a list'),
+    ],
+)
+def test_malformed_or_foreign_json_is_one_line_and_exit_2(tmp_path, content, complaint):
+    """Each fault names the file and what is wrong, exits 2, and writes no page."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    out = tmp_path / "page" / "index.html"
+    done = _report(str(bad), "--out", str(out))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert str(bad) in lines[0] and complaint in lines[0]
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_missing_inputs_and_empty_folders_are_usage_errors(tmp_path):
+    """A path that does not exist, or a folder with no JSON in it, exits 2 naming it."""
+    done = _report(str(tmp_path / "nope.json"), "--out", str(tmp_path / "i.html"))
+    assert done.returncode == 2 and "nope.json: no such file or folder" in done.stderr
+    done = _report(str(tmp_path), "--out", str(tmp_path / "i.html"))
+    assert done.returncode == 2 and "no JSON files in" in done.stderr
+
+
+def test_one_bad_file_among_good_ones_fails_the_whole_page(tmp_path):
+    """A folder with a good file and a foreign one writes nothing and names the foreign one."""
+    write(tmp_path / "lock-queue.json", lock_queue())
+    (tmp_path / "package.json").write_text('{"name": "x"}')
+    out = tmp_path / "index.html"
+    done = _report(str(tmp_path), "--out", str(out))
+    assert done.returncode == 2 and "package.json" in done.stderr
+    assert not out.exists()
+
+
+def test_lock_queue_alone_makes_a_page_with_its_verdicts_and_charts(tmp_path):
+    """A lock-queue file alone: both verdicts in words, two charts per strategy, data tables."""
+    page = build_report([str(write(tmp_path / "lq.json", lock_queue()))], tmp_path / "index.html")
+    html = page.read_text()
+    assert html.count('<svg class="chart"') == 4
+    assert "outage" in html and "held" in html
+    assert "max_connections 60" in html and "the long log query" in html
+    assert "never applied" in html and "applied at 12.5 s" in html
+    assert "replica restarted" in html
+    assert "<script src" not in html and "<link" not in html and "http://" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_unknown_scenarios_still_show_their_settings_and_verdicts(tmp_path):
+    """A scenario without a renderer gets a generic section rather than being dropped."""
+    data = {"schema_version": 1, "scenario": "cold-start", "source": "sim",
+            "config": {"pool_size": 4}, "runs": [{"strategy": "naive", "run": 1,
+                                                  "verdict": "collapsed"}]}
+    page = build_report([str(write(tmp_path / "x.json", data))], tmp_path / "index.html")
+    html = page.read_text()
+    assert "cold-start (model)" in html and "collapsed" in html and "pool size" in html
+
+
+def test_page_is_written_atomically_and_refuses_a_folder_as_out(tmp_path):
+    """--out naming a folder is a usage error; a good run leaves no temp file behind."""
+    src = write(tmp_path / "lq.json", lock_queue())
+    (tmp_path / "site").mkdir()
+    done = _report(str(src), "--out", str(tmp_path / "site"))
+    assert done.returncode == 2 and "is a folder" in done.stderr
+    done = _report(str(src), "--out", str(tmp_path / "site" / "index.html"))
+    assert done.returncode == 0 and done.stdout.strip().endswith("index.html")
+    assert [p.name for p in (tmp_path / "site").iterdir()] == ["index.html"]
+
+
+def test_verdicts_fall_back_to_the_pool_drain_rule():
+    """Files without a verdict field get the lab's words: collapsed, held, recovered, degraded."""
+    assert verdict_of({"collapsed": True, "recovered": False}) == "collapsed"
+    assert verdict_of({"collapsed": False, "recovered": True, "per_second": [{"timeouts": 0}]}) \
+        == "held"
+    assert verdict_of({"collapsed": False, "recovered": True, "per_second": [{"timeouts": 3}]}) \
+        == "recovered"
+    assert verdict_of({"collapsed": False, "recovered": False}) == "degraded"
+    assert verdict_of({"verdict": "outage"}) == "outage"
+
+
+def test_axis_ticks_are_round_and_cover_the_top():
+    """Ticks go 1-2-5 from zero to at least the largest value."""
+    assert nice_ticks(723) == [0, 200, 400, 600, 800]
+    assert nice_ticks(0.4)[-1] >= 0.4
+    ticks = nice_ticks(1234)
+    assert ticks[0] == 0 and ticks[-1] >= 1234 and len(ticks) <= 7
+
+
+def test_json_keeps_its_place_in_the_summary(tmp_path):
+    """Two files: the page's verdict table lists each scenario with a link to its section."""
+    a = write(tmp_path / "a.json", lock_queue(("steady",)))
+    b = write(tmp_path / "b.json", {**lock_queue(("naive",)), "source": "lab"})
+    html = build_report([str(a), str(b)], tmp_path / "index.html").read_text()
+    for anchor in ("s1-lock-queue-lab", "s2-lock-queue-lab"):
+        assert f'<section id="{anchor}">' in html and f'href="#{anchor}"' in html
+    summary = html.split("<nav")[0]
+    assert summary.index("steady") < summary.index("naive")
