@@ -6,7 +6,6 @@ A DSN may carry a password; anything pgsteady prints or logs goes through :func:
 from __future__ import annotations
 
 import os
-import re
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,17 +13,11 @@ from typing import Any, TypeAlias
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pgsteady import sqltext
 from pgsteady.errors import UsageError
 
 Duration: TypeAlias = float | int | timedelta | None
 """Seconds as a number, or a ``timedelta``; ``None`` means no limit."""
-
-_TEXT_PASSWORDS = (
-    re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE),
-    re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)"),
-    # SQL: ALTER ROLE r PASSWORD 'x', CREATE USER MAPPING ... OPTIONS (password 'x')
-    re.compile(r"(\bpassword\s+)('(?:[^']|'')*'|\$\w*\$.*?\$\w*\$)", re.IGNORECASE | re.DOTALL),
-)
 
 
 def to_seconds(value: Duration, name: str = "duration") -> float | None:
@@ -53,10 +46,9 @@ def redact(dsn: str) -> str:
 
 
 def scrub(text: str) -> str:
-    """Hide passwords anywhere in free text (error messages that quote a DSN)."""
-    text = _TEXT_PASSWORDS[0].sub(r"\1***", text)
-    text = _TEXT_PASSWORDS[2].sub(r"\1'***'", text)
-    return _TEXT_PASSWORDS[1].sub(r"\1***\3", text)
+    """Hide passwords anywhere in free text (error messages that quote a DSN, other sessions'
+    queries: every SQL literal form after PASSWORD); see :mod:`pgsteady.sqltext`."""
+    return sqltext.scrub(text)
 
 
 def pg_interval(seconds: float | None) -> str:

@@ -9,11 +9,13 @@ import sys
 from typing import Any
 
 from pgsteady.cli import _args
-from pgsteady.errors import EXIT_OK, MigrationError
-from pgsteady.migrate import apply, source
+from pgsteady.errors import EXIT_FAILURE, EXIT_OK, MigrationError
+from pgsteady.migrate import apply, history, layouts, source, status
 from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1
+# Layouts whose versions are whole numbers in their history; others are text (1.2, names).
+NUMERIC = ("pgsteady", "goose", "golang-migrate")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +24,13 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                                       "PG* environment variables)")
     parser.add_argument("--dir", default="migrations",
                         help="folder of <version>_<name>.sql files (default: migrations)")
+    parser.add_argument("--layout", choices=("auto", *layouts.NAMES), default="auto",
+                        help="whose folder layout and history table: pgsteady's or another "
+                             "tool's (default: auto, detected from the files)")
+    parser.add_argument("--history-table", default="", metavar="SCHEMA.NAME",
+                        help="the history table (default: the layout's own, in public, e.g. "
+                             "public.pgsteady_migrations); a role that cannot create in "
+                             "public passes its own schema")
     parser.add_argument("--blocker-age", type=_args.duration, default=1.0,
                         help="preflight ignores lock holders younger than this (default 1s)")
     parser.add_argument("--json", action="store_true", help="print data as JSON")
@@ -46,7 +55,7 @@ def register(verbs: Any) -> None:
                         help="statement_timeout inside each migration (default 60s)")
     parser.add_argument("--index-timeout", type=_args.duration, default=3600.0,
                         help="statement_timeout for no-transaction migrations such as "
-                             "CREATE INDEX CONCURRENTLY (default 1h)")
+                             "CREATE INDEX CONCURRENTLY (default 60m)")
     parser.add_argument("--retries", type=_args.non_negative_int, default=10,
                         help="tries after the first, per migration (default 10)")
     parser.add_argument("--retry-budget", type=_args.duration, default=120.0,
@@ -58,6 +67,20 @@ def register(verbs: Any) -> None:
                              "apply nothing")
     parser.add_argument("--no-preflight", action="store_true",
                         help="skip the check for sessions that would block the migrations")
+    parser.add_argument("--status", action="store_true",
+                        help="list every version: applied, pending, changed, missing, "
+                             "unfinished, out-of-order; apply nothing (exit 1 if the folder "
+                             "and the history disagree)")
+    parser.add_argument("--accept", action="append", default=[], metavar="VERSION",
+                        help="accept an intended disagreement (as Flyway's repair): record an "
+                             "edited or renamed file as it is now, forget a version whose file "
+                             "is gone, record an unfinished one as applied; repeatable; "
+                             "applies nothing else")
+    parser.add_argument("--allow-out-of-order", action="store_true",
+                        help="apply pending versions older than the newest applied one")
+    parser.add_argument("--baseline", metavar="VERSION",
+                        help="adopt an existing database: record every migration up to "
+                             "VERSION as applied without running it, then apply the rest")
     parser.set_defaults(run=run)
 
 
@@ -66,6 +89,9 @@ def dsn_of(args: argparse.Namespace) -> str:
 
 
 def policy_of(args: argparse.Namespace) -> apply.Policy:
+    schema, table = "public", ""
+    if args.history_table:
+        schema, table = history.parse_table(args.history_table)
     return apply.Policy(
         lock_timeout=getattr(args, "lock_timeout", 5.0),
         first_lock_timeout=getattr(args, "first_lock_timeout", 0.1),
@@ -75,13 +101,16 @@ def policy_of(args: argparse.Namespace) -> apply.Policy:
         retry_budget=getattr(args, "retry_budget", 120.0),
         runner_wait=getattr(args, "runner_wait", 10.0),
         blocker_age=args.blocker_age,
+        history_schema=schema,
+        history_table=table,
+        allow_out_of_order=getattr(args, "allow_out_of_order", False),
     )
 
 
 def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
     return [{
-        "version": m.version, "name": m.name, "file": str(m.path),
-        "transactional": m.transactional,
+        "version": m.version if m.layout in NUMERIC else m.tag, "name": m.name,
+        "file": str(m.path), "transactional": m.transactional,
         "statements": [{
             "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,
             "targets": [{"schema": t.schema, "name": t.name, "lock": str(t.lock)}
@@ -105,10 +134,51 @@ def print_plan(pending: list[Migration]) -> None:
             print(f"  line {s.line}: {s.kind}: {locks}", file=out)
 
 
+def print_status(entries: list[status.Entry], where: str) -> None:
+    out = sys.stdout
+    width = max((len(e.tag) for e in entries), default=7)
+    print(f"{len(entries)} version(s) in the folder and {where}:", file=out)
+    for e in entries:
+        name = e.migration.label if e.migration is not None else (e.row.name if e.row else "")
+        print(f"  {e.tag:<{width}}  {e.state:<12}  {name or ''}"
+              + (f"  ({e.detail})" if e.detail else ""), file=out)
+    wrong = status.disagreements(entries)
+    if wrong:
+        print(f"{len(wrong)} disagreement(s): fix the folder, or accept each intended one with "
+              f"pgsteady migrate --accept VERSION", file=out)
+
+
+def run_status(args: argparse.Namespace, migrations: list[Migration],
+               policy: apply.Policy) -> int:
+    with apply.connect(dsn_of(args)) as conn:
+        apply.backstop(conn, policy)
+        entries = apply.states(conn, migrations, policy)
+    where = apply.store_of(policy, migrations).qualified
+    if args.json:
+        print(json.dumps({"schema_version": SCHEMA_VERSION, "history_table": where,
+                          "ok": not status.disagreements(entries),
+                          "versions": [e.as_dict() for e in entries]}, indent=2))
+    else:
+        print_status(entries, where)
+    return EXIT_FAILURE if status.disagreements(entries) else EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
-    migrations = source.load_dir(args.dir)  # every file checked before anything runs
+    # every file checked before anything runs
+    migrations = source.load_dir(args.dir, args.layout)
     policy = policy_of(args)
     dsn = dsn_of(args)
+    if args.status:
+        return run_status(args, migrations, policy)
+    if args.accept:
+        accepted = apply.accept(dsn, migrations, args.accept, policy)
+        if args.json:
+            print(json.dumps({"schema_version": SCHEMA_VERSION,
+                              "accepted": [e.as_dict() for e in accepted]}, indent=2))
+        else:
+            for entry in accepted:
+                print(f"accepted {entry.describe()}")
+        return EXIT_OK
     if args.plan:
         pending = apply.plan(dsn, migrations, policy)
         if args.json:
@@ -134,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         apply.migrate(dsn, migrations, policy, check_first=not args.no_preflight,
-                      on_applied=report)
+                      on_applied=report, baseline_tag=args.baseline)
     except MigrationError as exc:
         if args.json:
             print(as_json(str(exc)))

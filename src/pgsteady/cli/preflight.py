@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from pgsteady.cli.migrate import SCHEMA_VERSION, add_common, dsn_of, policy_of
+from pgsteady.cli.migrate import NUMERIC, SCHEMA_VERSION, add_common, dsn_of, policy_of
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK
 from pgsteady.migrate import apply, source
 from pgsteady.migrate.preflight import Report
@@ -44,12 +44,13 @@ def print_report(report: Report) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    migrations = source.load_dir(args.dir)
+    migrations = source.load_dir(args.dir, args.layout)
     report = apply.run_preflight(dsn_of(args), migrations, policy_of(args))
     if args.json:
         print(json.dumps({
             "schema_version": SCHEMA_VERSION, "ok": report.ok,
-            "pending": [{"version": m.version, "name": m.name, "file": str(m.path)}
+            "pending": [{"version": m.version if m.layout in NUMERIC else m.tag,
+                         "name": m.name, "file": str(m.path)}
                         for m in report.pending],
             "blockers": [b.as_dict() for b in report.blockers]}, indent=2))
     else:

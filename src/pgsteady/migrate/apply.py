@@ -27,10 +27,11 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import DeadlockDetected, LockNotAvailable, QueryCanceled
 
 from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, UsageError
-from pgsteady.migrate import preflight, queries
+from pgsteady.migrate import history, preflight, queries, status
 from pgsteady.migrate.analysis import StatementInfo, analyze
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import pg_interval, redact, scrub
@@ -69,7 +70,8 @@ class Policy:
     runner_wait: float = 10.0
     blocker_age: float = 1.0  # preflight: ignore lock holders younger than this
     history_schema: str = "public"
-    history_table: str = "pgsteady_migrations"
+    history_table: str = ""  # "": the tool's own (pgsteady_migrations, goose_db_version, ...)
+    allow_out_of_order: bool = False
 
     def __post_init__(self) -> None:
         for name in ("lock_timeout", "first_lock_timeout", "statement_timeout",
@@ -198,13 +200,57 @@ def _safe_blockers(name_blockers: Callable[[BaseException], list[preflight.Block
 
 
 def connect(dsn: str, *, connect_timeout: int = 10) -> psycopg.Connection[Any]:
-    """An autocommit connection labelled ``pgsteady-migrate@host:pid``; CannotConnect if not."""
+    """An autocommit connection labelled ``pgsteady-migrate@host:pid``; CannotConnect if not.
+
+    ``connect_timeout`` is only a default: one in the DSN (key or URL query) or in
+    ``PGCONNECT_TIMEOUT`` wins, as libpq users expect.
+    """
+    extra: dict[str, Any] = {}
+    if not _has_connect_timeout(dsn):
+        extra["connect_timeout"] = connect_timeout
     try:
         return psycopg.connect(dsn, autocommit=True, application_name=application_name(),
-                               connect_timeout=connect_timeout, prepare_threshold=None)
+                               prepare_threshold=None, **extra)
     except psycopg.OperationalError as exc:
         raise CannotConnect(f"cannot connect to {redact(dsn) or 'the default database'}: "
                             f"{_first_line(exc)}") from exc
+
+
+def _has_connect_timeout(dsn: str) -> bool:
+    if os.environ.get("PGCONNECT_TIMEOUT", "").strip():
+        return True
+    try:
+        return "connect_timeout" in conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return False  # psycopg.connect names the bad DSN itself
+
+
+def refuse_transaction_pooler(conn: psycopg.Connection[Any], dsn: str) -> None:
+    """UsageError if ``conn`` goes through a pooler that shares server connections between
+    clients (PgBouncer transaction or statement mode): migrate's session settings would leak
+    to other clients and its runner lock would stay on a pooled server connection.
+
+    Direct connections are recognised by the server's port being the one we dialled; through
+    anything else, a second client connection that lands on our backend proves the sharing
+    (an idle server connection is handed to the next client, last used first).
+    """
+    row = conn.execute(queries.BACKEND_AND_PORT).fetchone()
+    if row is None:
+        return
+    pid, server_port = row
+    dialled = conn.info.port
+    if server_port is None or server_port == dialled:
+        return
+    with connect(dsn) as other:
+        for _ in range(3):
+            seen = other.execute(queries.BACKEND_AND_PORT).fetchone()
+            again = conn.execute(queries.BACKEND_AND_PORT).fetchone()
+            if (seen is not None and seen[0] == pid) or (again is not None and again[0] != pid):
+                raise UsageError(
+                    f"{redact(dsn) or 'the database'} is reached through a transaction pooler "
+                    f"(server connections are shared between clients): migrate's settings "
+                    f"and its runner lock would leak to other clients. Connect directly to "
+                    f"PostgreSQL or through a session-mode pool")
 
 
 @contextmanager
@@ -261,44 +307,100 @@ def _set(conn: psycopg.Connection[Any], name: str, seconds: float, *, local: boo
     conn.execute(query, {"name": name, "value": pg_interval(seconds)})
 
 
-class History:
-    """The history table: which versions are applied; written in the migration's transaction."""
+def store_of(policy: Policy, migrations: Sequence[Migration]) -> history.Store:
+    """The history table of the migrations' tool (pgsteady's by default)."""
+    tools = {m.layout for m in migrations} or {"pgsteady"}
+    if len(tools) > 1:
+        raise UsageError(f"migrations from several layouts ({', '.join(sorted(tools))}); run "
+                         f"one folder at a time")
+    return history.Store(tools.pop(), policy.history_schema, policy.history_table or None)
 
-    def __init__(self, policy: Policy) -> None:
-        self.schema = policy.history_schema
-        self.table = policy.history_table
 
-    def applied(self, conn: psycopg.Connection[Any]) -> dict[int, tuple[str, str]]:
-        name = sql.Identifier(self.schema, self.table).as_string(conn)
-        row = conn.execute(queries.RELATION_EXISTS, {"name": name}).fetchone()
-        if row is None or not row[0]:
-            return {}
-        rows = conn.execute(queries.applied_versions(self.schema, self.table)).fetchall()
-        return {int(v): (str(n), str(c)) for v, n, c in rows}
-
-    def ensure(self, conn: psycopg.Connection[Any], policy: Policy) -> None:
-        with conn.transaction():
-            _set(conn, "lock_timeout", policy.lock_timeout, local=True)
-            conn.execute(queries.create_history(self.schema, self.table))
-
-    def record(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
-               seconds: float) -> None:
-        conn.execute(queries.insert_history(self.schema, self.table), {
-            "version": migration.version, "name": migration.name,
-            "checksum": migration.checksum, "duration_ms": round(seconds * 1000),
-            "tries": tries, "applied_by": application_name()})
+def states(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
+           policy: Policy) -> list[status.Entry]:
+    """Every version of the folder and the history with its state (``--status``)."""
+    store = store_of(policy, migrations)
+    return status.compare(migrations, store.applied(conn, migrations),
+                          allow_out_of_order=policy.allow_out_of_order)
 
 
 def pending(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
             policy: Policy) -> list[Migration]:
-    """Migrations not in the history yet, in version order; warns about edited ones."""
-    applied = History(policy).applied(conn)
-    for migration in migrations:
-        done = applied.get(migration.version)
-        if done is not None and done[1] != migration.checksum:
-            log.warning("%s was edited after it was applied; the change will not run (write "
-                        "a new migration instead)", migration.path)
-    return [m for m in migrations if m.version not in applied]
+    """Migrations not in the history yet, in order; MigrationError if the folder and the
+    history disagree (an edited, renamed, missing, unfinished or out-of-order version)."""
+    if not migrations:
+        raise MigrationError("the folder holds no migrations; check --dir (and --layout)")
+    entries = states(conn, migrations, policy)
+    wrong = status.disagreements(entries)
+    if wrong:
+        raise MigrationError(status.refusal(wrong, store_of(policy, migrations).qualified))
+    return status.pending(entries)
+
+
+def accept(dsn: str, migrations: Sequence[Migration], tags: Sequence[str],
+           policy: Policy | None = None) -> list[status.Entry]:
+    """Accept intended disagreements (Flyway's ``repair``): an edited or renamed file's new
+    name and checksum, a missing file's row removed, an unfinished one recorded as applied.
+    Applies nothing else."""
+    policy = policy or Policy()
+    store = store_of(policy, migrations)
+    with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)
+        with runner_lock(conn, policy.runner_wait):
+            backstop(conn, policy)
+            done = _accept(conn, store, migrations, tags, policy)
+    return done
+
+
+def _accept(conn: psycopg.Connection[Any], store: history.Store,
+            migrations: Sequence[Migration], tags: Sequence[str],
+            policy: Policy) -> list[status.Entry]:
+    done: list[status.Entry] = []
+    entries = {e.tag: e for e in states(conn, migrations, policy)}
+    for tag in tags:
+        entry = entries.get(tag) or _entry_by_version(entries, tag)
+        if entry is None or entry.state not in (status.CHANGED, status.MISSING,
+                                                status.UNFINISHED):
+            state = "unknown" if entry is None else entry.state
+            raise UsageError(f"--accept {tag}: nothing to accept, that version is {state}; "
+                             f"see pgsteady migrate --status")
+        with conn.transaction():
+            if entry.state == status.MISSING and entry.row is not None:
+                store.forget(conn, entry.row)
+            elif entry.migration is not None:
+                store.realign(conn, entry.migration)
+        log.warning("accepted %s", entry.describe())
+        done.append(entry)
+    return done
+
+
+def _entry_by_version(entries: dict[str, status.Entry], tag: str) -> status.Entry | None:
+    for entry in entries.values():
+        if entry.migration is not None and str(entry.migration.version) == tag:
+            return entry
+    return None
+
+
+def baseline(conn: psycopg.Connection[Any], migrations: Sequence[Migration], tag: str,
+             policy: Policy) -> list[Migration]:
+    """Record every migration up to and including ``tag`` as applied, running none of them:
+    adopting a database whose schema already has them."""
+    store = store_of(policy, migrations)
+    target = next((m for m in migrations if tag in (m.tag, str(m.version))), None)
+    if target is None:
+        raise UsageError(f"--baseline {tag}: no migration with that version in the folder; "
+                         f"pass one of its versions")
+    with conn.transaction():
+        _set(conn, "lock_timeout", policy.lock_timeout, local=True)
+        store.ensure(conn)
+    applied = store.applied(conn, migrations)
+    adopted = [m for m in migrations if m.order <= target.order and m.tag not in applied]
+    with conn.transaction():
+        for migration in adopted:
+            store.record(conn, migration, 0, 0.0)
+    for migration in adopted:
+        log.warning("baseline: recorded %s as applied without running it", migration.label)
+    return adopted
 
 
 def plan(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None) \
@@ -322,16 +424,28 @@ def run_preflight(dsn: str, migrations: Sequence[Migration], policy: Policy | No
 
 def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None, *,
             check_first: bool = True,
-            on_applied: Callable[[Applied], None] | None = None) -> list[Applied]:
+            on_applied: Callable[[Applied], None] | None = None,
+            baseline_tag: str | None = None) -> list[Applied]:
     """Apply every pending migration, each all-or-nothing; stop at the first that fails.
 
     Raises MigrationBlocked (preflight refused, runner busy, or retries exhausted),
     MigrationError (a statement failed), CannotConnect.
     """
     policy = policy or Policy()
+    with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)  # before the runner lock: it must not leak
+        return _migrate(conn, migrations, policy, check_first=check_first,
+                        on_applied=on_applied, baseline_tag=baseline_tag)
+
+
+def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], policy: Policy,
+             *, check_first: bool, on_applied: Callable[[Applied], None] | None,
+             baseline_tag: str | None) -> list[Applied]:
     done: list[Applied] = []
-    with connect(dsn) as conn, runner_lock(conn, policy.runner_wait):
+    with runner_lock(conn, policy.runner_wait):
         backstop(conn, policy)
+        if baseline_tag is not None:
+            baseline(conn, migrations, baseline_tag, policy)
         todo = pending(conn, migrations, policy)
         if not todo:
             log.info("nothing to apply")
@@ -340,10 +454,12 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
             report = preflight.check(conn, todo, min_age=policy.blocker_age)
             if not report.ok:
                 raise MigrationBlocked(report.summary())
-        history = History(policy)
-        history.ensure(conn, policy)
+        store = store_of(policy, migrations)
+        with conn.transaction():
+            _set(conn, "lock_timeout", policy.lock_timeout, local=True)
+            store.ensure(conn)
         for migration in todo:
-            applied = apply_one(conn, migration, policy, history)
+            applied = apply_one(conn, migration, policy, store)
             done.append(applied)
             if on_applied is not None:
                 on_applied(applied)
@@ -351,31 +467,60 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
 
 
 def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Policy,
-              history: History) -> Applied:
+              store: history.Store) -> Applied:
     """One migration, with lock retries; all of it or nothing of it."""
     start = time.monotonic()
     step = _transactional if migration.transactional else _autocommit
 
     def try_once(attempt: Attempt) -> None:
-        step(conn, migration, attempt, policy=policy, history=history, start=start)
+        step(conn, migration, attempt, policy=policy, store=store, start=start)
 
     def name_blockers(exc: BaseException) -> list[preflight.Blocker]:
         statements = [exc.statement] if isinstance(exc, _StatementFailed) else \
             list(migration.statements)
         needs = preflight.resolve(conn, migration, statements)
-        return preflight.blockers_for(conn, needs, min_age=0.0)
+        found = preflight.blockers_for(conn, needs, min_age=0.0)
+        if any(s.kind in preflight.SNAPSHOT_WAITERS for s in statements):
+            # a concurrent build also waits for every old snapshot, whatever it locks
+            named = {b.session.pid for b in found}
+            found += [preflight.Blocker(session, "old snapshot", None, None, None)
+                      for session in preflight.old_snapshots(conn, min_age=0.0)
+                      if session.pid not in named]
+        return found
 
     try:
         _, tries = with_lock_retries(try_once, policy, what=migration.label,
                                      name_blockers=name_blockers)
     except _StatementFailed as exc:
-        raise _failure(migration, exc, policy) from exc.cause
+        raise _failure(migration, exc, policy, _invalid_index(conn, migration)) from exc.cause
+    except MigrationBlocked as exc:
+        left = _invalid_index(conn, migration)
+        if left is None:
+            raise
+        raise MigrationBlocked(str(exc).replace("nothing of it was applied", left)) \
+            from exc.__cause__
     seconds = time.monotonic() - start
     log.info("applied %s in %.0f ms (%d tries)", migration.label, seconds * 1000, tries)
     return Applied(migration.version, migration.name, tries, seconds)
 
 
-def _failure(migration: Migration, exc: _StatementFailed, policy: Policy) -> MigrationError:
+def _invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> str | None:
+    """What a failed concurrent index build left, in words; None when it left nothing."""
+    target = _index_target(conn, migration)
+    if target is None or conn.closed:
+        return None
+    try:
+        row = conn.execute(queries.INDEX_VALIDITY, target).fetchone()
+    except psycopg.Error:
+        return None
+    if row is None or row[1]:
+        return None
+    return (f"it left the INVALID index {row[2]}.{row[3]}, which the next run drops before "
+            f"building it again")
+
+
+def _failure(migration: Migration, exc: _StatementFailed, policy: Policy,
+             invalid_index: str | None = None) -> MigrationError:
     cause = exc.cause
     if isinstance(cause, QueryCanceled):
         limit = policy.statement_timeout if migration.transactional else \
@@ -384,7 +529,7 @@ def _failure(migration: Migration, exc: _StatementFailed, policy: Policy) -> Mig
     else:
         why = f"{cause.sqlstate or 'error'} {_first_line(cause)}"
     left = "nothing of it was applied" if migration.transactional else \
-        "it ran outside a transaction; any invalid index it left is dropped on the next run"
+        invalid_index or "it ran outside a transaction and did not take effect"
     return MigrationError(f"{exc.where}: {exc.statement.kind} failed: {why}; {left}. Fix the "
                           f"migration or the data and run again")
 
@@ -398,30 +543,49 @@ def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None
 
 
 def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
-                   policy: Policy, history: History, start: float) -> None:
+                   policy: Policy, store: history.Store, start: float) -> None:
     with conn.transaction():
         _set(conn, "lock_timeout", attempt.lock_timeout, local=True)
         _set(conn, "statement_timeout", policy.statement_timeout, local=True)
         _run_statements(conn, migration)
-        history.record(conn, migration, attempt.number, time.monotonic() - start)
+        store.record(conn, migration, attempt.number, time.monotonic() - start)
 
 
 def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
-                policy: Policy, history: History, start: float) -> None:
+                policy: Policy, store: history.Store, start: float) -> None:
+    """Outside a transaction: marked started first, so a process killed mid-way leaves an
+    "unfinished" row the next run names, rather than a change nobody recorded."""
     _set(conn, "lock_timeout", attempt.lock_timeout, local=False)
     _set(conn, "statement_timeout", policy.index_statement_timeout, local=False)
     try:
-        if not _drop_invalid_index(conn, migration):
-            _run_statements(conn, migration)
+        store.start(conn, migration)
+        try:
+            if not _drop_invalid_index(conn, migration):
+                _run_statements(conn, migration)
+        except _StatementFailed:
+            store.unstart(conn, migration)  # it failed cleanly: it did not take effect
+            raise
         _set(conn, "statement_timeout", policy.statement_timeout, local=False)
         with conn.transaction():
-            history.record(conn, migration, attempt.number, time.monotonic() - start)
+            store.record(conn, migration, attempt.number, time.monotonic() - start)
     finally:
         try:
             if not conn.closed:
                 backstop(conn, policy)
         except psycopg.Error:
             log.debug("could not restore the session timeouts", exc_info=True)
+
+
+def _index_target(conn: psycopg.Connection[Any], migration: Migration) \
+        -> dict[str, str] | None:
+    """INDEX_VALIDITY's parameters for a concurrent index build, None for anything else."""
+    statement = migration.statements[0]
+    if migration.transactional or statement.kind != "CREATE INDEX CONCURRENTLY":
+        return None
+    node = statement.node
+    parts = (node.relation.schemaname, node.relation.relname) if node.relation.schemaname \
+        else (node.relation.relname,)
+    return {"table": sql.Identifier(*parts).as_string(conn), "index": node.idxname}
 
 
 def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> bool:
@@ -431,14 +595,10 @@ def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> 
     succeeded but its history row was lost (say, the connection died in between): the
     build is not repeated, only recorded."""
     statement = migration.statements[0]
-    if statement.kind != "CREATE INDEX CONCURRENTLY":
+    target = _index_target(conn, migration)
+    if target is None:
         return False
-    node = statement.node
-    parts = (node.relation.schemaname, node.relation.relname) if node.relation.schemaname \
-        else (node.relation.relname,)
-    table = sql.Identifier(*parts).as_string(conn)
-    row = conn.execute(queries.INDEX_VALIDITY, {"table": table, "index": node.idxname}) \
-        .fetchone()
+    row = conn.execute(queries.INDEX_VALIDITY, target).fetchone()
     if row is None:
         return False
     _oid, valid, schema, index = row

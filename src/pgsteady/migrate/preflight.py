@@ -23,11 +23,12 @@ from pgsteady.migrate import queries
 from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
+from pgsteady.sqltext import shorten
 
 log = logging.getLogger("pgsteady.migrate")
 
 QUERY_CHARS = 200
-_SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
+SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
                                "REINDEX INDEX CONCURRENTLY", "DETACH PARTITION CONCURRENTLY"})
 
 
@@ -84,7 +85,7 @@ class Blocker:
             what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
         query = self.session.query
         if query_chars and query:
-            excerpt = query if len(query) <= query_chars else query[:query_chars - 3] + "..."
+            excerpt = shorten(query, query_chars)  # the query was scrubbed whole already
             what += f"; its query: {excerpt}"
         return f"{self.session.describe()} {what}"
 
@@ -140,7 +141,8 @@ def _round(value: float | None) -> float | None:
 
 def _session(row: dict[str, Any]) -> Session:
     return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
-                   row["state"], row["xact_age"], row["query_age"], scrub(row["query"]))
+                   row["state"], row["xact_age"], row["query_age"],
+                   shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
 
 
 def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
@@ -168,7 +170,7 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
 def _waits_for(statement: StatementInfo) -> list[Target]:
     """The statement's targets, plus what a concurrent index build waits out: writers."""
     targets = list(statement.targets)
-    if statement.kind in _SNAPSHOT_WAITERS:
+    if statement.kind in SNAPSHOT_WAITERS:
         # After taking SHARE UPDATE EXCLUSIVE it waits for every transaction holding a lock
         # that conflicts with SHARE (any writer), then for old snapshots.
         targets += [Target(t.schema, t.name, LockMode.SHARE) for t in statement.targets]
@@ -218,7 +220,7 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
     report = Report(list(pending))
     needs = [need for m in pending for need in resolve(conn, m, m.statements)]
     report.blockers += blockers_for(conn, needs, min_age=min_age)
-    waiting = [(m, s) for m in pending for s in m.statements if s.kind in _SNAPSHOT_WAITERS]
+    waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:
         migration, statement = waiting[0]
         named = {b.session.pid for b in report.blockers}

@@ -21,12 +21,13 @@ import logging
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgsteady import sqltext
 from pgsteady.errors import BadMigration, MigrationError, PgsteadyError
-from pgsteady.migrate import queries
+from pgsteady.migrate import layouts, queries
 from pgsteady.migrate.analysis import SqlSyntaxError, StatementInfo, analyze
 from pgsteady.settings import pg_interval, scrub
 
@@ -35,15 +36,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pgsteady.migrate")
 
-FILENAME = re.compile(r"^(?P<version>\d+)_(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)\.sql$")
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
+_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate"}
 
 
 @dataclass(frozen=True)
 class Migration:
-    """One migration file, parsed and checked."""
+    """One migration file, parsed and checked.
+
+    ``version`` orders it; ``tag`` is the version as its tool writes it in its history table
+    (``20240101120000_init`` for Prisma, ``1.2`` for Flyway); ``sql`` is its Up part.
+    """
 
     version: int
     name: str
@@ -51,60 +56,107 @@ class Migration:
     sql: str
     transactional: bool
     statements: tuple[StatementInfo, ...] = field(repr=False)
+    checksum: str = field(default="", repr=False)
+    tag: str = ""
+    layout: str = "pgsteady"
+    order: tuple[int, ...] = ()
 
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()
+    def __post_init__(self) -> None:
+        if not self.checksum:
+            object.__setattr__(self, "checksum", hashlib.sha256(self.sql.encode()).hexdigest())
+        if not self.tag:
+            object.__setattr__(self, "tag", str(self.version))
+        if not self.order:
+            object.__setattr__(self, "order", (self.version,))
 
     @property
     def label(self) -> str:
-        return self.path.name
+        return self.path.name if self.layout != "prisma" else self.tag
 
     def where(self, statement: StatementInfo) -> str:
         return f"{self.path}:{statement.line}"
 
 
-def load_dir(directory: str | Path) -> list[Migration]:
-    """Every migration in ``directory``, in version order; BadMigration on the first problem."""
-    folder = Path(directory)
-    if not folder.is_dir():
-        raise BadMigration(f"{folder}: no such directory; pass the folder of migration files "
-                           f"with --dir")
-    migrations: list[Migration] = []
-    seen: dict[int, Path] = {}
-    for path in sorted(folder.iterdir()):
-        if path.suffix != ".sql" or not path.is_file():
-            continue
-        match = FILENAME.match(path.name)
-        if match is None:
-            raise BadMigration(f"{path}:1: the name must be <version>_<name>.sql with a whole "
-                               f"number version, like 0001_create_orgs.sql; rename the file")
-        version = int(match["version"])
-        if version in seen:
-            raise BadMigration(f"{path}:1: version {version} is also used by {seen[version]}; "
-                               f"give each migration its own version")
-        seen[version] = path
-        migrations.append(load_file(path, version, match["name"]))
-    return sorted(migrations, key=lambda m: m.version)
+def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
+    """The folder's files as ``layout`` (``auto``: detected), skipped entries logged."""
+    try:
+        name = layouts.detect(directory) if layout == "auto" else layout
+        found = layouts.scan(directory, name)
+    except layouts.LayoutError as exc:
+        raise BadMigration(str(exc)) from None
+    for skipped in found.skipped:
+        log.warning("skipped %s: %s", skipped.path, skipped.reason)
+    return found
+
+
+def load_dir(directory: str | Path, layout: str = "auto") -> list[Migration]:
+    """Every migration in ``directory``, in version order; BadMigration on the first problem.
+
+    ``layout`` is one of :data:`~pgsteady.migrate.layouts.NAMES`, or ``auto``.
+    """
+    return [load(file) for file in scan_dir(directory, layout).files]
 
 
 def load_file(path: Path, version: int, name: str) -> Migration:
+    """One pgsteady-layout file."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadMigration(f"{path}:1: cannot read it as UTF-8 text ({exc}); fix the file") \
-            from None
-    directives = _directives(path, text)
-    try:
-        statements = analyze(text)
-    except SqlSyntaxError as exc:
-        raise BadMigration(f"{path}:{exc.line}: {exc.message} (column {exc.col}); "
-                           f"fix the SQL") from None
+        text = layouts.read(path)
+    except layouts.LayoutError as exc:
+        raise BadMigration(str(exc)) from None
+    return load(layouts.MigrationFile("pgsteady", version, str(version), (version,), name, path,
+                                      layouts.UpPart(text), True, text))
+
+
+def load(file: layouts.MigrationFile) -> Migration:
+    """Parse and check one file of any layout; its statements keep file lines."""
+    path, text = file.path, file.text
+    statements = statements_of(path, file.up)
+    if file.layout == "pgsteady":
+        transactional = NO_TRANSACTION not in _directives(path, text)
+    elif file.transactional is None:
+        statements = _unwrap(statements)
+        transactional = not (len(statements) == 1 and not statements[0].transactional)
+    else:
+        transactional = file.transactional
     if not statements:
-        raise BadMigration(f"{path}:1: contains no SQL statement; add one or delete the file")
-    transactional = NO_TRANSACTION not in directives
-    _check_statements(path, statements, transactional)
-    return Migration(version, name, path, text, transactional, tuple(statements))
+        raise BadMigration(f"{path}:{file.up.first_line}: contains no SQL statement; add one "
+                           f"or delete the file")
+    _check_statements(path, statements, transactional, file.layout)
+    checksum = hashlib.sha256(text.encode()).hexdigest()
+    if file.layout == "flyway":
+        checksum = str(layouts.flyway_checksum(text))
+    return Migration(file.version, file.name, path, file.up.text, transactional,
+                     tuple(statements), checksum, file.tag, file.layout, file.order)
+
+
+def statements_of(path: Path, up: layouts.UpPart) -> list[StatementInfo]:
+    """The statements of an Up part, in one linear pass: each is cut out by the scanner and
+    parsed alone, so time is linear in the file and memory bounded by its largest statement.
+    Lines are the file's; parse trees are kept only where ``apply`` needs them."""
+    out: list[StatementInfo] = []
+    for chunk in sqltext.split(up.text):
+        try:
+            found = analyze(chunk.text)
+        except SqlSyntaxError as exc:
+            line = up.file_line(chunk.line + exc.line - 1)
+            col = exc.col + (chunk.col - 1 if exc.line == 1 else 0)
+            raise BadMigration(f"{path}:{line}: {exc.message} (column {col}); "
+                               f"fix the SQL") from None
+        for info in found:
+            out.append(replace(
+                info, line=up.file_line(chunk.line + info.line - 1),
+                col=info.col + (chunk.col - 1 if info.line == 1 else 0),
+                node=info.node if info.kind == "CREATE INDEX CONCURRENTLY" else None))
+    return out
+
+
+def _unwrap(statements: list[StatementInfo]) -> list[StatementInfo]:
+    """Prisma and golang-migrate files often wrap themselves in BEGIN; ... COMMIT;: pgsteady
+    runs each in a transaction anyway, so the pair is dropped (anything else is refused)."""
+    if len(statements) >= 2 and statements[0].kind in ("TRANSACTION BEGIN", "TRANSACTION START") \
+            and statements[-1].kind in ("TRANSACTION COMMIT",):
+        return statements[1:-1]
+    return statements
 
 
 def _directives(path: Path, text: str) -> set[str]:
@@ -133,13 +185,17 @@ def _directives(path: Path, text: str) -> set[str]:
 
 
 def _check_statements(path: Path, statements: Iterable[StatementInfo],
-                      transactional: bool) -> None:
+                      transactional: bool, layout: str = "pgsteady") -> None:
     statements = list(statements)
     for statement in statements:
         if statement.kind.startswith("TRANSACTION"):
             raise BadMigration(
                 f"{path}:{statement.line}: {statement.kind.split()[-1]} is not allowed; "
                 f"pgsteady runs each migration in its own transaction, remove it")
+        if transactional and not statement.transactional and layout != "pgsteady":
+            raise BadMigration(
+                f"{path}:{statement.line}: {statement.kind} cannot run inside a transaction; "
+                f"{_alone_hint(layout)}")
         if transactional and not statement.transactional:
             raise BadMigration(
                 f"{path}:{statement.line}: {statement.kind} cannot run inside a transaction; "
@@ -153,6 +209,17 @@ def _check_statements(path: Path, statements: Iterable[StatementInfo],
             f"{path}:{statements[1].line if len(statements) > 1 else 1}: a "
             f"'{NO_TRANSACTION}' migration must hold exactly one statement, so a failure cannot "
             f"leave part of it applied; split it into one file per statement")
+
+
+def _alone_hint(layout: str) -> str:
+    if layout == "goose":
+        return "put it in its own file with '-- +goose NO TRANSACTION'"
+    if layout == "dbmate":
+        return "put it in its own file whose up line says '-- migrate:up transaction:false'"
+    if layout == "flyway":
+        return "put it in its own script with executeInTransaction=false in <script>.conf"
+    return f"{_TOOL_NAMES.get(layout, layout)} runs it outside a transaction only when it " \
+           f"is alone in its file; move it to a migration of its own"
 
 
 def run_alembic_migrations(

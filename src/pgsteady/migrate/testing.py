@@ -27,7 +27,7 @@ from psycopg import sql
 from pgsteady.errors import MigrationError
 from pgsteady.migrate import queries
 from pgsteady.migrate.analysis import LockMode
-from pgsteady.migrate.apply import History, Policy, connect, migrate
+from pgsteady.migrate.apply import Policy, connect, migrate, store_of
 from pgsteady.migrate.source import Migration, load_dir
 
 
@@ -85,16 +85,18 @@ class Snapshot:
     """The catalog of every user relation, and the history table's rows."""
 
     schema: tuple[str, ...]
-    history: tuple[tuple[int, str, str], ...]
+    history: tuple[tuple[str, str | None, str | None, bool], ...]
 
 
-def snapshot(dsn: str, policy: Policy | None = None) -> Snapshot:
+def snapshot(dsn: str, policy: Policy | None = None,
+             migrations: Sequence[Migration] = ()) -> Snapshot:
     policy = policy or Policy()
     with connect(dsn) as conn:
         rows = conn.execute(queries.SCHEMA_SNAPSHOT).fetchall()
-        history = History(policy).applied(conn)
+        history = store_of(policy, migrations).applied(conn, migrations)
     return Snapshot(tuple(str(r[0]) for r in rows),
-                    tuple((v, n, c) for v, (n, c) in sorted(history.items())))
+                    tuple((r.tag, r.name, r.checksum, r.finished)
+                          for _, r in sorted(history.items())))
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def assert_fails_fast_and_applies_nothing(
     """
     if isinstance(migrations, str | Path):
         migrations = load_dir(migrations)
-    before = snapshot(dsn, policy)
+    before = snapshot(dsn, policy, migrations)
     start = time.monotonic()
     try:
         migrate(dsn, migrations, policy, check_first=check_first)
@@ -128,7 +130,7 @@ def assert_fails_fast_and_applies_nothing(
     assert seconds <= limit, (
         f"the migration took {seconds:.2f}s to fail; its budget was {policy.retry_budget:g}s "
         f"(+{slack:g}s slack)")
-    after = snapshot(dsn, policy)
+    after = snapshot(dsn, policy, migrations)
     if after != before:
         diff = "\n".join(difflib.unified_diff(
             [*before.schema, *map(str, before.history)], [*after.schema, *map(str, after.history)],

@@ -1,0 +1,217 @@
+"""History tables: which migrations a database has, read and written as their tool does.
+
+pgsteady's own table (``pgsteady_migrations``) and each other tool's: ``_prisma_migrations``,
+``goose_db_version``, golang-migrate's and dbmate's ``schema_migrations`` (different columns),
+``flyway_schema_history``; ``alembic_version`` is read only. Writing a tool's table exactly as
+the tool would lets a team keep its tool: after ``pgsteady migrate --layout goose`` the goose
+CLI sees the same versions applied, and ``pgsteady preflight`` reads what that tool applied.
+
+A migration that runs outside a transaction is marked *started* first where the table can say
+so (pgsteady's ``finished``, golang-migrate's ``dirty``, Prisma's ``finished_at``): if the
+process dies mid-way, the next run knows which one did not finish instead of guessing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from psycopg import sql
+
+from pgsteady.errors import UsageError
+from pgsteady.migrate import queries
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from pgsteady.migrate.source import Migration
+
+DEFAULT_TABLES = {
+    "pgsteady": "pgsteady_migrations", "prisma": "_prisma_migrations",
+    "goose": "goose_db_version", "golang-migrate": "schema_migrations",
+    "dbmate": "schema_migrations", "flyway": "flyway_schema_history",
+    "alembic": "alembic_version",
+}
+_ORDER_BY = {"pgsteady": "version", "prisma": "started_at", "goose": "id",
+             "golang-migrate": "version", "dbmate": "version", "flyway": "installed_rank",
+             "alembic": "version_num"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """An applied (or started) migration as the history table has it, keyed by ``tag``."""
+
+    tag: str
+    name: str | None = None
+    checksum: str | None = None
+    finished: bool = True
+
+
+def parse_table(text: str, tool: str = "pgsteady") -> tuple[str, str]:
+    """``schema.name`` or ``name`` (schema ``public``) -> (schema, name); UsageError if bad."""
+    parts = text.split(".") if text else [DEFAULT_TABLES[tool]]
+    if len(parts) == 1:
+        parts = ["public", parts[0]]
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"--history-table {text!r}: write it as schema.name or name, like "
+                         f"app.pgsteady_migrations")
+    return parts[0], parts[1]
+
+
+class Store:
+    """One tool's history table in ``schema.table``."""
+
+    def __init__(self, tool: str, schema: str = "public", table: str | None = None) -> None:
+        if tool not in DEFAULT_TABLES:
+            raise UsageError(f"no history table known for {tool!r}")
+        self.tool = tool
+        self.schema = schema
+        self.table = table or DEFAULT_TABLES[tool]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    def _statement(self, action: str) -> sql.Composed:
+        return queries.history_statement(queries.HISTORY_DML[(self.tool, action)],
+                                         self.schema, self.table)
+
+    def exists(self, conn: psycopg.Connection[Any]) -> bool:
+        name = sql.Identifier(self.schema, self.table).as_string(conn)
+        row = conn.execute(queries.RELATION_EXISTS, {"name": name}).fetchone()
+        return bool(row and row[0])
+
+    def raw(self, conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+        if not self.exists(conn):
+            return []
+        query = queries.history_rows(self.schema, self.table, _ORDER_BY[self.tool])
+        return [r[0] for r in conn.execute(query).fetchall()]
+
+    def applied(self, conn: psycopg.Connection[Any],
+                migrations: Sequence[Migration] = ()) -> dict[str, Row]:
+        """Applied (or started and unfinished) migrations by tag, as the tool counts them."""
+        rows = self.raw(conn)
+        by_tag: dict[str, Row] = {}
+        if self.tool == "pgsteady":
+            for r in rows:
+                by_tag[str(r["version"])] = Row(str(r["version"]), r["name"], r["checksum"],
+                                                bool(r.get("finished", True)))
+        elif self.tool == "goose":
+            decided: set[int] = set()
+            for r in reversed(rows):  # the newest row of each version decides
+                version = int(r["version_id"])
+                if version in decided:
+                    continue
+                decided.add(version)
+                if r["is_applied"] and version != 0:
+                    by_tag[str(version)] = Row(str(version))
+        elif self.tool == "golang-migrate":
+            for r in rows[-1:]:  # one row: the current version; everything below is applied
+                current = int(r["version"])
+                for m in migrations:
+                    if m.version < current:
+                        by_tag[m.tag] = Row(m.tag)
+                by_tag[str(current)] = Row(str(current), finished=not r["dirty"])
+        elif self.tool == "dbmate":
+            by_tag = {str(r["version"]): Row(str(r["version"])) for r in rows}
+        elif self.tool == "flyway":
+            for r in rows:
+                if r["type"] == "BASELINE" and r["version"] is not None:
+                    order = tuple(int(p) for p in str(r["version"]).split("."))
+                    for m in migrations:
+                        if m.order <= order:
+                            by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
+                elif r["version"] is not None and r["type"] != "DELETE":
+                    checksum = None if r["checksum"] is None else str(r["checksum"])
+                    by_tag[str(r["version"])] = Row(str(r["version"]), r["description"],
+                                                    checksum, bool(r["success"]))
+        elif self.tool == "prisma":
+            for r in rows:
+                if r["rolled_back_at"] is not None:
+                    continue
+                by_tag[r["migration_name"]] = Row(r["migration_name"], None, r["checksum"],
+                                                  r["finished_at"] is not None)
+        elif self.tool == "alembic":
+            by_tag = {str(r["version_num"]): Row(str(r["version_num"])) for r in rows}
+        return by_tag
+
+    def ensure(self, conn: psycopg.Connection[Any]) -> None:
+        """Create the table as its tool would, if missing (call inside a transaction)."""
+        if self.tool == "alembic":
+            raise UsageError("pgsteady reads alembic_version but never writes it; run Alembic "
+                             "through pgsteady.migrate.run_alembic_migrations instead")
+        existed = self.exists(conn)
+        conn.execute(queries.history_statement(queries.HISTORY_DDL[self.tool], self.schema,
+                                               self.table))
+        seed = queries.HISTORY_SEED.get(self.tool)
+        if seed and not existed:
+            conn.execute(queries.history_statement(seed, self.schema, self.table))
+        if self.tool == "pgsteady" and existed:
+            name = sql.Identifier(self.schema, self.table).as_string(conn)
+            row = conn.execute(queries.HISTORY_COLUMN_EXISTS,
+                               {"table": name, "column": "finished"}).fetchone()
+            if not (row and row[0]):  # a table from before the column: add it once
+                conn.execute(self._statement("add_finished"))
+
+    def _params(self, migration: Migration, tries: int, seconds: float,
+                finished: bool) -> dict[str, Any]:
+        return {"version": migration.version, "tag": migration.tag, "name": migration.name,
+                "checksum": migration.checksum, "duration_ms": round(seconds * 1000),
+                "tries": tries, "finished": finished, "id": str(uuid.uuid4()),
+                "script": migration.path.name, "type": "SQL",
+                "applied_by": _applied_by()}
+
+    def start(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
+        """Mark ``migration`` started, before it runs outside a transaction (autocommit)."""
+        if self.tool == "pgsteady":
+            conn.execute(self._statement("record"), self._params(migration, 0, 0.0, False))
+        elif self.tool == "golang-migrate":
+            with conn.transaction():
+                conn.execute(self._statement("clear"))
+                conn.execute(self._statement("record"), self._params(migration, 0, 0.0, False))
+        elif self.tool == "prisma":
+            conn.execute(self._statement("start"), self._params(migration, 0, 0.0, False))
+
+    def unstart(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
+        """Undo :meth:`start` after a clean failure (the statement did not take effect).
+        golang-migrate stays dirty, as golang-migrate itself leaves it."""
+        if (self.tool, "unstart") in queries.HISTORY_DML:
+            conn.execute(self._statement("unstart"), self._params(migration, 0, 0.0, False))
+
+    def record(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
+               seconds: float) -> None:
+        """Record ``migration`` applied; inside its transaction when it has one."""
+        params = self._params(migration, tries, seconds, True)
+        if self.tool == "golang-migrate":
+            conn.execute(self._statement("clear"))
+        elif self.tool == "flyway" and tries == 0:
+            params["duration_ms"] = 0
+        if self.tool == "pgsteady" and tries == 0:
+            params["applied_by"] = f"baseline by {params['applied_by']}"
+        conn.execute(self._statement("record"), params)
+
+    def forget(self, conn: psycopg.Connection[Any], row: Row) -> None:
+        """Remove an applied version whose file is gone (``--accept`` of a missing one)."""
+        if self.tool == "golang-migrate":
+            raise UsageError("golang-migrate keeps only its current version; fix the folder "
+                             "instead (the file of that version must exist)")
+        conn.execute(self._statement("forget"), {"version": _as_int(row.tag), "tag": row.tag})
+
+    def realign(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
+        """Accept the file as it is now (``--accept`` of an edited or unfinished one)."""
+        if (self.tool, "realign") in queries.HISTORY_DML:
+            conn.execute(self._statement("realign"), self._params(migration, 0, 0.0, True))
+        else:  # goose, dbmate, golang-migrate keep no checksum: record it as applied
+            self.record(conn, migration, 0, 0.0)
+
+
+def _as_int(tag: str) -> int | None:
+    return int(tag) if tag.isdigit() else None
+
+
+def _applied_by() -> str:
+    from pgsteady.migrate.apply import application_name  # noqa: PLC0415 - apply imports us
+
+    return application_name()

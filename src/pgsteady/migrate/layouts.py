@@ -1,0 +1,415 @@
+"""Other tools' migration folders, as they are: the one place that knows their conventions.
+
+For each layout: how files are named, ordered and versioned; which part of a file is its Up
+migration; whether it runs in a transaction; and which history table the tool keeps (read by
+:mod:`pgsteady.migrate.history`). ``migrate``, ``preflight`` and lint's runner profiles share
+these names. What each tool does, and so what pgsteady does with its folder:
+
+- ``pgsteady``: ``<version>_<name>.sql``; one transaction per file unless its header says
+  ``-- pgsteady: no-transaction``.
+- ``prisma``: ``<timestamp>_<name>/migration.sql``, ordered by folder name. Prisma sends the
+  whole file as one multi-statement query, which PostgreSQL runs as one implicit transaction;
+  a file holding one statement that cannot run in a transaction runs alone.
+- ``goose``: ``<version>_<name>.sql`` with ``-- +goose Up`` / ``-- +goose Down`` sections
+  (``-- +goose StatementBegin`` / ``StatementEnd`` only group statements, which pgsteady's
+  splitter does by itself); one transaction unless ``-- +goose NO TRANSACTION``.
+- ``golang-migrate``: ``<version>_<name>.up.sql`` (``.down.sql`` ignored); the file is sent as
+  one multi-statement query: transactional as Prisma's.
+- ``dbmate``: ``<version>_<name>.sql`` with ``-- migrate:up`` / ``-- migrate:down``; one
+  transaction unless the up line says ``transaction:false``.
+- ``flyway``: ``V<version>__<description>.sql`` (``1``, ``1.2``, ``1_2`` = ``1.2``), one
+  transaction by default; ``executeInTransaction=false`` in a ``<file>.conf`` next to it or in a
+  ``-- flyway:executeInTransaction=false`` header turns that off. Repeatable (``R__``), undo
+  (``U``) and baseline (``B``) scripts are reported as skipped.
+
+This module imports neither psycopg nor pglast (lint imports it and must start fast).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class LayoutError(ValueError):
+    """A folder or file that does not follow its layout: ``file:line: what; how to fix``."""
+
+
+NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway")
+MAX_VERSION = 2**63 - 1  # history tables keep versions as bigint
+_DETECT_BYTES = 65536  # markers are looked for in the first 64 KiB of a file
+
+_PGSTEADY_NAME = re.compile(r"^(?P<version>\d+)_(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)\.sql$")
+_NUMBERED = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.sql$")
+_GOLANG_UP = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.up\.sql$")
+_GOLANG_DOWN = re.compile(r"^\d+_.+\.down\.sql$")
+_PRISMA_DIR = re.compile(r"^(?P<version>\d+)_(?P<name>.+)$")
+_FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
+_FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
+_GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
+_DBMATE_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
+_FLYWAY_HEADER = re.compile(r"^--\s*flyway:executeInTransaction\s*=\s*(?P<value>\w+)\s*$",
+                            re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class UpPart:
+    """The Up migration of a file: its text, and where that text starts in the file.
+
+    The text is a whole-line slice of the file, so line ``n`` of it is line
+    ``first_line + n - 1`` of the file and columns are unchanged.
+    """
+
+    text: str
+    first_line: int = 1
+
+    def file_line(self, line: int) -> int:
+        """The file's line for ``line`` (1-based) of the Up text."""
+        return self.first_line + line - 1
+
+
+@dataclass(frozen=True)
+class MigrationFile:
+    """One migration as its tool sees it, before its SQL is analysed."""
+
+    layout: str
+    version: int  # the ordering number (for flyway, the first part of a dotted version)
+    tag: str  # the version as the tool writes it in its history table
+    order: tuple[int, ...]
+    name: str
+    path: Path
+    up: UpPart
+    transactional: bool | None  # None: as the statements allow (a lone statement may not)
+    text: str = field(repr=False)  # the whole file, for its checksum
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A folder entry that is not a migration of the layout, and why."""
+
+    path: Path
+    reason: str
+
+
+@dataclass
+class Scan:
+    """A folder read as one layout."""
+
+    layout: str
+    files: list[MigrationFile]
+    skipped: list[Skipped]
+
+
+def _lines_between(text: str, start_line: int, end_line: int | None) -> str:
+    """Lines ``start_line`` up to (not including) ``end_line`` of ``text``, whole."""
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[start_line - 1:None if end_line is None else end_line - 1])
+
+
+def _check_version(path: Path, digits: str) -> int:
+    version = int(digits)
+    if version > MAX_VERSION:
+        raise LayoutError(f"{path}:1: version {digits} is too large (the history keeps a "
+                           f"bigint, at most {MAX_VERSION}); use a smaller number")
+    return version
+
+
+def read(path: Path) -> str:
+    """A migration file as text; LayoutError naming the file if it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LayoutError(f"{path}:1: cannot read it as UTF-8 text ({exc}); fix the file") \
+            from None
+
+
+# --- Up parts and transactions, per layout ---------------------------------------------------
+
+
+def goose_up(path: Path, text: str) -> tuple[UpPart, bool]:
+    """goose: the lines after ``-- +goose Up`` up to ``-- +goose Down``."""
+    up_line: int | None = None
+    down_line: int | None = None
+    transactional = True
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _GOOSE_MARK.match(line.strip())
+        if match is None:
+            continue
+        what = match["what"].lower()
+        if what == "up" and up_line is None:
+            up_line = number
+        elif what == "down" and down_line is None:
+            down_line = number
+        elif what == "no transaction":
+            transactional = False
+        elif what in ("statementbegin", "statementend", "envsub on", "envsub off"):
+            continue
+        else:
+            raise LayoutError(f"{path}:{number}: unknown goose annotation {line.strip()!r}; "
+                               f"known: Up, Down, StatementBegin, StatementEnd, NO TRANSACTION")
+    if up_line is None:
+        raise LayoutError(f"{path}:1: no '-- +goose Up' annotation; goose needs one before "
+                           f"the Up statements")
+    if down_line is not None and down_line < up_line:
+        raise LayoutError(f"{path}:{down_line}: '-- +goose Down' comes before '-- +goose Up'; "
+                           f"put the Up section first")
+    return UpPart(_lines_between(text, up_line + 1, down_line), up_line + 1), transactional
+
+
+def dbmate_up(path: Path, text: str) -> tuple[UpPart, bool]:
+    """dbmate: the lines after ``-- migrate:up`` up to ``-- migrate:down``."""
+    up_line: int | None = None
+    down_line: int | None = None
+    transactional = True
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _DBMATE_MARK.match(line.strip())
+        if match is None:
+            continue
+        if match["what"].lower() == "up" and up_line is None:
+            up_line = number
+            options = match["options"].replace(" ", "").lower()
+            transactional = "transaction:false" not in options
+        elif match["what"].lower() == "down" and down_line is None:
+            down_line = number
+    if up_line is None:
+        raise LayoutError(f"{path}:1: no '-- migrate:up' line; dbmate needs one before the "
+                           f"up statements")
+    if down_line is not None and down_line < up_line:
+        raise LayoutError(f"{path}:{down_line}: '-- migrate:down' comes before "
+                           f"'-- migrate:up'; dbmate requires the up block first")
+    return UpPart(_lines_between(text, up_line + 1, down_line), up_line + 1), transactional
+
+
+def flyway_transactional(path: Path, text: str) -> bool:
+    """Flyway: in a transaction unless ``executeInTransaction=false`` (header or .conf)."""
+    conf = path.with_name(path.name + ".conf")
+    settings = conf.read_text(encoding="utf-8") if conf.is_file() else ""
+    for line in settings.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "executeInTransaction":
+            return value.strip().lower() != "false"
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("--"):
+            break
+        match = _FLYWAY_HEADER.match(stripped)
+        if match is not None:
+            return match["value"].lower() != "false"
+    return True
+
+
+def flyway_checksum(text: str) -> int:
+    """Flyway's checksum of a script: CRC32 over its lines without line breaks, as a signed
+    32-bit number (what ``flyway_schema_history.checksum`` holds)."""
+    crc = 0
+    for line in re.split(r"\r\n|\r|\n", text.removeprefix("\ufeff")):
+        crc = zlib.crc32(line.encode("utf-8"), crc)
+    return crc - 2**32 if crc >= 2**31 else crc
+
+
+def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:
+    """``1_2`` / ``1.2`` -> ("1.2", (1, 2)): Flyway treats ``_`` in a version as ``.``."""
+    parts = tuple(int(p) for p in re.split(r"[._]", digits))
+    return ".".join(str(p) for p in parts), parts
+
+
+# --- folders ---------------------------------------------------------------------------------
+
+
+def _entries(folder: Path) -> Iterator[Path]:
+    if not folder.is_dir():
+        raise LayoutError(f"{folder}: no such directory; pass the folder of migration files "
+                           f"with --dir")
+    yield from sorted(folder.iterdir())
+
+
+def _common_skip(path: Path) -> Skipped | None:
+    """Entries no layout can use: dangling links, unreadable things, upper-case suffixes."""
+    if path.is_symlink() and not path.exists():
+        return Skipped(path, "a symbolic link to nothing; fix or remove the link")
+    if path.name.startswith("."):
+        return Skipped(path, "a hidden file")
+    if path.is_file() and path.suffix.lower() == ".sql" and path.suffix != ".sql":
+        return Skipped(path, "the suffix must be lower-case .sql; rename it")
+    return None
+
+
+def _scan_flat(folder: Path, layout: str) -> Scan:
+    """pgsteady, goose, golang-migrate, dbmate and flyway: one file per migration."""
+    files: list[MigrationFile] = []
+    skipped: list[Skipped] = []
+    seen: dict[str, Path] = {}
+    for path in _entries(folder):
+        problem = _common_skip(path)
+        if problem is not None:
+            skipped.append(problem)
+            continue
+        if path.is_dir():
+            skipped.append(Skipped(path, f"a subfolder; {layout} migrations are files in "
+                                         f"{folder} itself"))
+            continue
+        found = _flat_file(path, layout, skipped)
+        if found is None:
+            continue
+        if found.tag in seen:
+            raise LayoutError(f"{path}:1: version {found.tag} is also used by "
+                               f"{seen[found.tag]}; give each migration its own version")
+        seen[found.tag] = path
+        files.append(found)
+    files.sort(key=lambda f: f.order)
+    return Scan(layout, files, skipped)
+
+
+def _flat_file(path: Path, layout: str, skipped: list[Skipped]) -> MigrationFile | None:
+    name = path.name
+    if layout == "flyway" and name.endswith(".sql.conf"):
+        return None  # a script's settings, read with the script
+    if not name.endswith(".sql"):
+        skipped.append(Skipped(path, "not a .sql file"))
+        return None
+    if layout == "golang-migrate":
+        if _GOLANG_DOWN.match(name):
+            return None  # the down half of a pair: not applied, not worth a warning
+        match = _GOLANG_UP.match(name)
+        hint = "<version>_<name>.up.sql"
+    elif layout == "flyway":
+        if _FLYWAY_OTHER.match(name):
+            skipped.append(Skipped(path, "a Flyway repeatable, undo or baseline script; only "
+                                         "versioned V<version>__<name>.sql scripts are run"))
+            return None
+        match = _FLYWAY.match(name)
+        hint = "V<version>__<description>.sql"
+    elif layout == "pgsteady":
+        match = _PGSTEADY_NAME.match(name)
+        hint = "<version>_<name>.sql with a whole number version, like 0001_create_orgs.sql"
+        if match is None:
+            raise LayoutError(f"{path}:1: the name must be {hint}; rename the file")
+    else:
+        match = _NUMBERED.match(name)
+        hint = "<version>_<name>.sql"
+    if match is None:
+        skipped.append(Skipped(path, f"not named {hint}"))
+        return None
+    text = read(path)
+    if layout == "flyway":
+        tag, order = flyway_version(match["version"])
+        version = _check_version(path, str(order[0]))
+        for part in order:
+            _check_version(path, str(part))
+        up, transactional = UpPart(text), flyway_transactional(path, text)
+        label = match["name"].replace("_", " ")
+        return MigrationFile(layout, version, tag, order, label, path, up, transactional,
+                             text)
+    version = _check_version(path, match["version"])
+    up_part: UpPart
+    in_transaction: bool | None
+    if layout == "goose":
+        up_part, in_transaction = goose_up(path, text)
+    elif layout == "dbmate":
+        up_part, in_transaction = dbmate_up(path, text)
+    elif layout == "golang-migrate":
+        up_part, in_transaction = UpPart(text), None
+    else:  # pgsteady: the source reads its own header directives
+        up_part, in_transaction = UpPart(text), True
+    tag = match["version"] if layout == "dbmate" else str(version)
+    return MigrationFile(layout, version, tag, (version,), match["name"], path, up_part,
+                         in_transaction, text)
+
+
+def _scan_prisma(folder: Path) -> Scan:
+    files: list[MigrationFile] = []
+    skipped: list[Skipped] = []
+    for path in _entries(folder):
+        problem = _common_skip(path)
+        if problem is not None:
+            skipped.append(problem)
+            continue
+        if path.is_file():
+            if path.name != "migration_lock.toml":
+                skipped.append(Skipped(path, "a file; Prisma migrations are folders "
+                                             "<timestamp>_<name>/migration.sql"))
+            continue
+        match = _PRISMA_DIR.match(path.name)
+        script = path / "migration.sql"
+        if match is None or not script.is_file():
+            skipped.append(Skipped(path, "not a <timestamp>_<name> folder holding "
+                                         "migration.sql"))
+            continue
+        version = _check_version(script, match["version"])
+        text = read(script)
+        # Prisma orders and records migrations by folder name; the name is the history key.
+        files.append(MigrationFile("prisma", version, path.name, (version,), match["name"],
+                                   script, UpPart(text), None, text))
+    files.sort(key=lambda f: (f.order, f.tag))
+    return Scan("prisma", files, skipped)
+
+
+def scan(folder: str | Path, layout: str) -> Scan:
+    """Every migration of ``layout`` in ``folder``, in the tool's order, and what was skipped."""
+    if layout not in NAMES:
+        raise LayoutError(f"unknown layout {layout!r}; use one of {', '.join(NAMES)}")
+    path = Path(folder)
+    return _scan_prisma(path) if layout == "prisma" else _scan_flat(path, layout)
+
+
+def _head(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(_DETECT_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def detect(folder: str | Path) -> str:
+    """The layout of ``folder`` when its files say so unambiguously; ``pgsteady`` when no other
+    tool's marks are found; LayoutError naming the candidates when several fit."""
+    path = Path(folder)
+    found: set[str] = set()
+    for entry in _entries(path):
+        name = entry.name
+        if entry.is_dir():
+            if (entry / "migration.sql").is_file():
+                found.add("prisma")
+            continue
+        if name == "migration_lock.toml":
+            found.add("prisma")
+        elif _GOLANG_UP.match(name) or _GOLANG_DOWN.match(name):
+            found.add("golang-migrate")
+        elif _FLYWAY.match(name):
+            found.add("flyway")
+        elif _NUMBERED.match(name) and entry.is_file():
+            head = _head(entry)
+            if re.search(r"^\s*--\s*\+goose\s+up\b", head, re.IGNORECASE | re.MULTILINE):
+                found.add("goose")
+            elif re.search(r"^\s*--\s*migrate:up\b", head, re.IGNORECASE | re.MULTILINE):
+                found.add("dbmate")
+            else:
+                found.add("pgsteady")
+    tools = found - {"pgsteady"}
+    if len(tools) > 1:
+        raise LayoutError(f"{path}: cannot tell the layout, it looks like "
+                         f"{' and '.join(sorted(tools))}; pass --layout")
+    if tools and "pgsteady" in found:
+        # goose/dbmate folders whose every file has its marks are unambiguous; a mix is not
+        raise LayoutError(f"{path}: cannot tell the layout: some files look like "
+                         f"{next(iter(tools))} and some like plain pgsteady files; pass --layout")
+    return next(iter(tools)) if tools else "pgsteady"
+
+
+def up_part(path: Path, text: str, layout: str) -> tuple[UpPart, bool | None]:
+    """The Up part of one file of ``layout`` and whether it runs in a transaction (None: as
+    its statements allow); for lint, which gets files rather than folders."""
+    if layout == "goose":
+        return goose_up(path, text)
+    if layout == "dbmate":
+        return dbmate_up(path, text)
+    if layout == "flyway":
+        return UpPart(text), flyway_transactional(path, text)
+    if layout in ("prisma", "golang-migrate"):
+        return UpPart(text), None
+    if layout == "pgsteady":
+        return UpPart(text), True
+    raise LayoutError(f"unknown layout {layout!r}; use one of {', '.join(NAMES)}")

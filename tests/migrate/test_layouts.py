@@ -1,0 +1,150 @@
+"""Other tools' folders: naming, order, Up parts and their line mapping, transactions."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pgsteady.migrate import layouts
+from pgsteady.migrate.layouts import LayoutError
+
+
+def write(folder: Path, files: dict[str, str]) -> Path:
+    for name, body in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(body).lstrip())
+    return folder
+
+
+def test_goose_up_section_maps_back_to_file_lines(tmp_path):
+    """goose: only the Up section runs; its line n is the file's line first_line+n-1."""
+    write(tmp_path, {"20240101000002_b.sql": """
+        -- +goose Up
+        -- +goose StatementBegin
+        CREATE TABLE b (id int);
+        -- +goose StatementEnd
+        -- +goose Down
+        DROP TABLE b;
+        """, "20240101000001_a.sql": "-- +goose Up\nCREATE TABLE a (id int);\n"})
+    scan = layouts.scan(tmp_path, "goose")
+    assert [f.tag for f in scan.files] == ["20240101000001", "20240101000002"]
+    second = scan.files[1]
+    assert "DROP TABLE" not in second.up.text and "CREATE TABLE b" in second.up.text
+    offset = second.up.text.splitlines().index("CREATE TABLE b (id int);") + 1
+    assert second.up.file_line(offset) == 3
+    assert second.transactional is True
+
+
+def test_goose_no_transaction_and_bad_annotations(tmp_path):
+    """goose: NO TRANSACTION is honoured; a missing Up or Down-before-Up is refused by line."""
+    up, transactional = layouts.goose_up(
+        tmp_path / "1_x.sql", "-- +goose NO TRANSACTION\n-- +goose Up\nCREATE INDEX "
+                              "CONCURRENTLY i ON t (a);\n")
+    assert transactional is False and up.first_line == 3
+    with pytest.raises(LayoutError, match=r"1_x.sql:1: no '-- \+goose Up'"):
+        layouts.goose_up(tmp_path / "1_x.sql", "CREATE TABLE t ();\n")
+    with pytest.raises(LayoutError, match=r":1: '-- \+goose Down' comes before"):
+        layouts.goose_up(tmp_path / "1_x.sql", "-- +goose Down\nx;\n-- +goose Up\ny;\n")
+
+
+def test_dbmate_sections_and_transaction_option(tmp_path):
+    """dbmate: the up block runs; transaction:false on its line turns the transaction off."""
+    text = "-- migrate:up transaction:false\nCREATE INDEX CONCURRENTLY i ON t (a);\n\n" \
+           "-- migrate:down\nDROP INDEX i;\n"
+    up, transactional = layouts.dbmate_up(tmp_path / "1_x.sql", text)
+    assert transactional is False
+    assert up.text.strip() == "CREATE INDEX CONCURRENTLY i ON t (a);" and up.first_line == 2
+    _, transactional = layouts.dbmate_up(tmp_path / "1_x.sql", "-- migrate:up\nselect 1;\n")
+    assert transactional is True
+    with pytest.raises(LayoutError, match="up block first"):
+        layouts.dbmate_up(tmp_path / "1_x.sql", "-- migrate:down\n-- migrate:up\n")
+
+
+def test_golang_migrate_up_files_only(tmp_path):
+    """golang-migrate: N_name.up.sql run in version order; .down.sql files are ignored."""
+    write(tmp_path, {"2_b.up.sql": "select 2;", "2_b.down.sql": "x", "10_c.up.sql": "select 3;",
+                     "1_a.up.sql": "select 1;", "1_a.down.sql": "x"})
+    scan = layouts.scan(tmp_path, "golang-migrate")
+    assert [(f.version, f.name) for f in scan.files] == [(1, "a"), (2, "b"), (10, "c")]
+    assert scan.skipped == [] and scan.files[0].transactional is None
+
+
+def test_prisma_folders(tmp_path):
+    """Prisma: <timestamp>_<name>/migration.sql, keyed by folder name; stray files skipped."""
+    write(tmp_path, {"20240102000000_second/migration.sql": "select 2;",
+                     "20240101000000_init/migration.sql": "select 1;",
+                     "migration_lock.toml": 'provider = "postgresql"\n',
+                     "notes.txt": "x", "20240103000000_empty/README": "x"})
+    scan = layouts.scan(tmp_path, "prisma")
+    assert [f.tag for f in scan.files] == ["20240101000000_init", "20240102000000_second"]
+    assert scan.files[0].path.name == "migration.sql"
+    assert sorted(s.path.name for s in scan.skipped) == ["20240103000000_empty", "notes.txt"]
+
+
+def test_flyway_versions_and_transactions(tmp_path):
+    """Flyway: V1_1 is 1.1, ordered numerically; .conf and header turn transactions off."""
+    write(tmp_path, {"V1__init.sql": "select 1;", "V1_1__more_things.sql": "select 2;",
+                     "V2__concurrent.sql": "CREATE INDEX CONCURRENTLY i ON t (a);",
+                     "V2__concurrent.sql.conf": "executeInTransaction=false\n",
+                     "V10__header.sql": "-- flyway:executeInTransaction=false\nselect 4;",
+                     "R__views.sql": "select 5;"})
+    scan = layouts.scan(tmp_path, "flyway")
+    assert [f.tag for f in scan.files] == ["1", "1.1", "2", "10"]
+    assert scan.files[1].name == "more things"
+    assert [f.transactional for f in scan.files] == [True, True, False, False]
+    assert [s.path.name for s in scan.skipped] == ["R__views.sql"]
+
+
+def test_detect_each_layout(tmp_path):
+    """Auto-detection names each tool's folder, and refuses a folder that fits two."""
+    cases = {
+        "pgsteady": {"0001_a.sql": "select 1;"},
+        "goose": {"1_a.sql": "-- +goose Up\nselect 1;"},
+        "dbmate": {"1_a.sql": "-- migrate:up\nselect 1;"},
+        "golang-migrate": {"1_a.up.sql": "select 1;", "1_a.down.sql": "select 1;"},
+        "flyway": {"V1__a.sql": "select 1;"},
+        "prisma": {"20240101000000_a/migration.sql": "select 1;"},
+    }
+    for name, files in cases.items():
+        folder = write(tmp_path / name, files)
+        assert layouts.detect(folder) == name
+    mixed = write(tmp_path / "mixed", {"V1__a.sql": "x", "1_a.up.sql": "x"})
+    with pytest.raises(LayoutError, match="flyway and golang-migrate; pass --layout"):
+        layouts.detect(mixed)
+
+
+def test_skipped_entries_are_reported(tmp_path):
+    """Upper-case .SQL, dangling links and subfolders are skipped with a reason each."""
+    write(tmp_path, {"0001_a.sql": "select 1;", "0002_b.SQL": "select 2;",
+                     "sub/0003_c.sql": "select 3;"})
+    (tmp_path / "0004_d.sql").symlink_to(tmp_path / "missing.sql")
+    scan = layouts.scan(tmp_path, "pgsteady")
+    assert [f.name for f in scan.files] == ["a"]
+    reasons = {s.path.name: s.reason for s in scan.skipped}
+    assert "lower-case .sql" in reasons["0002_b.SQL"]
+    assert "symbolic link to nothing" in reasons["0004_d.sql"]
+    assert "subfolder" in reasons["sub"]
+
+
+def test_too_large_version_is_refused(tmp_path):
+    """A version above bigint's range is a bad file, named, not a database error later."""
+    write(tmp_path, {"99999999999999999999_big.sql": "select 1;"})
+    with pytest.raises(LayoutError, match="99999999999999999999 is too large"):
+        layouts.scan(tmp_path, "pgsteady")
+
+
+def test_layouts_and_sqltext_import_no_driver():
+    """layouts and sqltext import only the standard library (lint must start fast)."""
+    root = Path(layouts.__file__).parent.parent
+    for path in (root / "migrate" / "layouts.py", root / "sqltext.py"):
+        tree = ast.parse(path.read_text())
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        names |= {node.module or "" for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom)}
+        assert not {n for n in names if n.split(".")[0] in ("psycopg", "pglast", "rich")}
+        assert not {n for n in names if n.startswith("pgsteady")}, path

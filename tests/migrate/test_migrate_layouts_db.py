@@ -1,0 +1,175 @@
+"""Each tool's folder applied by migrate and checked by preflight against that tool's table.
+
+The test sets the database up as the tool itself would have left it (its history table with
+the first migration applied, in the tool's own DDL), then pgsteady takes over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from pathlib import Path
+
+import psycopg
+import pytest
+from migrate_helpers import columns, run_cli
+
+CREATE = "CREATE TABLE t (id int PRIMARY KEY, a text);\n"
+ADD = "ALTER TABLE t ADD COLUMN b int;\n"
+INDEX = "CREATE INDEX CONCURRENTLY t_b ON t (b);\n"
+
+FOLDERS: dict[str, dict[str, str]] = {
+    "pgsteady": {"0001_create.sql": CREATE, "0002_add.sql": ADD,
+                 "0003_idx.sql": "-- pgsteady: no-transaction\n" + INDEX},
+    "goose": {
+        "20240101000001_create.sql": f"-- +goose Up\n{CREATE}-- +goose Down\nDROP TABLE t;\n",
+        "20240101000002_add.sql": f"-- +goose Up\n-- +goose StatementBegin\n{ADD}"
+                                  f"-- +goose StatementEnd\n\n-- +goose Down\n"
+                                  f"ALTER TABLE t DROP COLUMN b;\n",
+        "20240101000003_idx.sql": f"-- +goose NO TRANSACTION\n-- +goose Up\n{INDEX}"
+                                  f"-- +goose Down\nDROP INDEX t_b;\n"},
+    "golang-migrate": {"1_create.up.sql": CREATE, "1_create.down.sql": "DROP TABLE t;\n",
+                       "2_add.up.sql": f"BEGIN;\n{ADD}COMMIT;\n",
+                       "2_add.down.sql": "ALTER TABLE t DROP COLUMN b;\n",
+                       "3_idx.up.sql": INDEX, "3_idx.down.sql": "DROP INDEX t_b;\n"},
+    "dbmate": {
+        "20240101000001_create.sql": f"-- migrate:up\n{CREATE}\n-- migrate:down\nDROP TABLE t;\n",
+        "20240101000002_add.sql": f"-- migrate:up\n{ADD}\n-- migrate:down\n",
+        "20240101000003_idx.sql": f"-- migrate:up transaction:false\n{INDEX}\n"
+                                  f"-- migrate:down\nDROP INDEX t_b;\n"},
+    "flyway": {"V1__create.sql": CREATE, "V1_1__add.sql": ADD, "V2__idx.sql": INDEX,
+               "V2__idx.sql.conf": "executeInTransaction=false\n"},
+    "prisma": {"migration_lock.toml": 'provider = "postgresql"\n',
+               "20240101000001_create/migration.sql": CREATE,
+               "20240101000002_add/migration.sql": ADD,
+               "20240101000003_idx/migration.sql": INDEX},
+}
+PENDING = {"pgsteady": [2, 3], "goose": [20240101000002, 20240101000003],
+           "golang-migrate": [2, 3], "dbmate": ["20240101000002", "20240101000003"],
+           "flyway": ["1.1", "2"],
+           "prisma": ["20240101000002_add", "20240101000003_idx"]}
+
+
+def _flyway_checksum(text: str) -> int:
+    crc = 0
+    for line in text.splitlines():
+        crc = zlib.crc32(line.encode(), crc)
+    return crc - 2**32 if crc >= 2**31 else crc
+
+
+def _as_the_tool_left_it(conn: psycopg.Connection, tool: str, folder: Path) -> None:
+    """The first migration applied and recorded by the tool itself (its own DDL and rows)."""
+    conn.execute(CREATE)
+    if tool == "pgsteady":
+        conn.execute("""CREATE TABLE pgsteady_migrations (version bigint PRIMARY KEY,
+            name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL
+            DEFAULT now(), duration_ms integer NOT NULL, tries integer NOT NULL,
+            applied_by text NOT NULL)""")  # a table from before the `finished` column
+        digest = hashlib.sha256((folder / "0001_create.sql").read_bytes()).hexdigest()
+        conn.execute("INSERT INTO pgsteady_migrations VALUES (1, 'create', %s, now(), 1, 1, "
+                     "'test')", [digest])
+    elif tool == "goose":  # goose v2's DDL
+        conn.execute("""CREATE TABLE goose_db_version (id serial NOT NULL,
+            version_id bigint NOT NULL, is_applied boolean NOT NULL,
+            tstamp timestamp NULL default now(), PRIMARY KEY(id))""")
+        conn.execute("INSERT INTO goose_db_version (version_id, is_applied) "
+                     "VALUES (0, true), (20240101000001, true)")
+    elif tool == "golang-migrate":
+        conn.execute("CREATE TABLE schema_migrations (version bigint not null primary key, "
+                     "dirty boolean not null)")
+        conn.execute("INSERT INTO schema_migrations VALUES (1, false)")
+    elif tool == "dbmate":
+        conn.execute("CREATE TABLE schema_migrations (version varchar(128) primary key)")
+        conn.execute("INSERT INTO schema_migrations VALUES ('20240101000001')")
+    elif tool == "flyway":
+        conn.execute("""CREATE TABLE flyway_schema_history (installed_rank INT NOT NULL,
+            version VARCHAR(50), description VARCHAR(200) NOT NULL, type VARCHAR(20) NOT NULL,
+            script VARCHAR(1000) NOT NULL, checksum INTEGER, installed_by VARCHAR(100) NOT NULL,
+            installed_on TIMESTAMP NOT NULL DEFAULT now(), execution_time INTEGER NOT NULL,
+            success BOOLEAN NOT NULL, CONSTRAINT flyway_schema_history_pk
+            PRIMARY KEY (installed_rank))""")
+        conn.execute("INSERT INTO flyway_schema_history VALUES (1, '1', 'create', 'SQL', "
+                     "'V1__create.sql', %s, 'test', now(), 3, true)",
+                     [_flyway_checksum((folder / "V1__create.sql").read_text())])
+    elif tool == "prisma":
+        conn.execute("""CREATE TABLE "_prisma_migrations" ("id" VARCHAR(36) PRIMARY KEY
+            NOT NULL, "checksum" VARCHAR(64) NOT NULL, "finished_at" TIMESTAMPTZ,
+            "migration_name" VARCHAR(255) NOT NULL, "logs" TEXT, "rolled_back_at" TIMESTAMPTZ,
+            "started_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+            "applied_steps_count" INTEGER NOT NULL DEFAULT 0)""")
+        digest = hashlib.sha256(
+            (folder / "20240101000001_create/migration.sql").read_bytes()).hexdigest()
+        conn.execute("INSERT INTO _prisma_migrations VALUES ('a', %s, now(), "
+                     "'20240101000001_create', NULL, NULL, now(), 1)", [digest])
+
+
+def _as_the_tool_reads_it(conn: psycopg.Connection, tool: str) -> list:
+    """The applied versions, read with the query the tool itself uses."""
+    query = {
+        "pgsteady": "SELECT version FROM pgsteady_migrations WHERE finished ORDER BY version",
+        "goose": "SELECT version_id FROM goose_db_version WHERE is_applied ORDER BY id",
+        "golang-migrate": "SELECT version, dirty FROM schema_migrations",
+        "dbmate": "SELECT version FROM schema_migrations ORDER BY version",
+        "flyway": "SELECT version, checksum FROM flyway_schema_history WHERE success "
+                  "ORDER BY installed_rank",
+        "prisma": "SELECT migration_name, checksum FROM _prisma_migrations WHERE finished_at "
+                  "IS NOT NULL AND rolled_back_at IS NULL ORDER BY migration_name",
+    }[tool]
+    return [tuple(r) if len(r) > 1 else r[0] for r in conn.execute(query).fetchall()]
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    for name, body in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(body)
+    return folder
+
+
+@pytest.mark.parametrize("tool", list(FOLDERS))
+def test_tool_folder_applied_and_checked_against_its_table(tmp_path, db, tool):
+    """Preflight reads the tool's table (2 pending); migrate applies them and writes that
+    table as the tool would; afterwards preflight finds nothing pending."""
+    folder = _write(tmp_path / tool, FOLDERS[tool])
+    with psycopg.connect(db, autocommit=True) as conn:
+        _as_the_tool_left_it(conn, tool, folder)
+    before = run_cli("preflight", "--dsn", db, "--dir", str(folder), "--json")
+    assert before.returncode == 0, before.stderr
+    assert [p["version"] for p in json.loads(before.stdout)["pending"]] == PENDING[tool]
+    applied = run_cli("migrate", "--dsn", db, "--dir", str(folder))  # layout auto-detected
+    assert applied.returncode == 0, applied.stderr
+    assert columns(db, "t") == ["id", "a", "b"]
+    assert columns(db, "t_b") == ["b"]
+    with psycopg.connect(db) as conn:
+        rows = _as_the_tool_reads_it(conn, tool)
+    expected = {
+        "pgsteady": lambda: [1, 2, 3],
+        "goose": lambda: [0, 20240101000001, 20240101000002, 20240101000003],
+        "golang-migrate": lambda: [(3, False)],
+        "dbmate": lambda: ["20240101000001", "20240101000002", "20240101000003"],
+        "flyway": lambda: [(v, _flyway_checksum((folder / f).read_text())) for v, f in
+                           (("1", "V1__create.sql"), ("1.1", "V1_1__add.sql"),
+                            ("2", "V2__idx.sql"))],
+        "prisma": lambda: [
+            (n, hashlib.sha256((folder / n / "migration.sql").read_bytes()).hexdigest())
+            for n in ("20240101000001_create", "20240101000002_add", "20240101000003_idx")],
+    }[tool]()
+    assert rows == expected
+    after = run_cli("preflight", "--dsn", db, "--dir", str(folder), "--json",
+                    "--layout", tool)
+    assert json.loads(after.stdout)["pending"] == []
+
+
+@pytest.mark.parametrize("tool", ["pgsteady", "goose"])
+def test_baseline_adopts_an_existing_database(tmp_path, db, tool):
+    """--baseline V records every migration up to V without running it, then applies the rest."""
+    folder = _write(tmp_path / tool, FOLDERS[tool])
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute(CREATE + ADD)  # the schema exists; no history table at all
+    version = str(PENDING[tool][0])
+    result = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--baseline", version)
+    assert result.returncode == 0, result.stderr
+    assert "recorded" in result.stderr and "without running it" in result.stderr
+    assert columns(db, "t_b") == ["b"]  # the one after the baseline ran
+    again = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert again.returncode == 0 and "nothing to apply" in again.stdout
