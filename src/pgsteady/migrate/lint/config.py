@@ -13,6 +13,9 @@ Every key is optional::
                                       # pgsteady migrate does unless the file's header says
                                       # -- pgsteady: no-transaction (psql, Flyway: false)
     large_table = 1000000             # rows; with --dsn, bigger tables turn warnings to errors
+    runner = "auto"                   # how files are run: pgsteady, prisma, goose, golang-migrate,
+                                      # dbmate, flyway, sqitch, alembic-sql, plain, or auto
+                                      # (detected from the folder's layout)
 
 The defaults describe files run by ``pgsteady migrate``. An unknown key or rule id is a usage
 error (exit 2): a typo must not silently turn a rule off.
@@ -50,6 +53,7 @@ class LintConfig:
     assume_runner_timeouts: bool | None = None
     assume_in_transaction: bool | None = None
     large_table: int = DEFAULT_LARGE_TABLE
+    runner: str = "auto"
     source: str | None = field(default=None, compare=False)
 
     def with_overrides(self, **changes: Any) -> LintConfig:
@@ -100,7 +104,7 @@ def load_config(path: Path | None = None, start: Path | None = None) -> LintConf
 def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConfig:
     """Build a config from a TOML table, refusing unknown keys and wrong types."""
     known = {"paths", "pg_version", "disable", "enable", "warn", "assume_runner_timeouts",
-             "assume_in_transaction", "large_table"}
+             "assume_in_transaction", "large_table", "runner"}
     unknown = sorted(set(section) - known)
     if unknown:
         raise UsageError(f"{source}: unknown key(s) in [tool.pgsteady.lint]: "
@@ -119,6 +123,10 @@ def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConf
             values[key] = section[key]
     if "pg_version" in section:
         values["pg_version"] = parse_pg_version(section["pg_version"], source)
+    if "runner" in section:
+        if not isinstance(section["runner"], str):
+            raise UsageError(f"{source}: runner must be a string such as \"prisma\"")
+        values["runner"] = section["runner"]
     if "large_table" in section:
         try:
             values["large_table"] = parse_rows(section["large_table"])

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
-from pgsteady._errors_root import UsageError
 from pgsteady.migrate.lint import parse
 from pgsteady.migrate.lint.base import Context, Hit, Node, Rule
 from pgsteady.migrate.lint.config import LintConfig, check_rule_ids
+from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
 from pgsteady.migrate.lint.report import (
     FileReport,
     Finding,
@@ -39,7 +39,7 @@ from pgsteady.migrate.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
 from pgsteady.migrate.lint.track import TRACKED, track
 
 __all__ = ["FileReport", "Finding", "LintReport", "Linter", "SyntaxProblem", "Unit",
-           "collect_files", "lint_paths"]
+           "collect_files", "lint_paths", "read_sql"]
 
 log = logging.getLogger("pgsteady.lint")
 
@@ -47,22 +47,6 @@ UNPARSED = "unparsed-statement"
 META_COMMAND = "psql-meta-command"
 _NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One file as its runner runs it: the text to lint and the runner's conventions.
-
-    ``in_transaction`` None means "in one transaction unless its only statement cannot run in
-    one" (Prisma, golang-migrate: the file goes as one multi-statement query); a file's own
-    ``-- pgsteady: no-transaction`` header is honoured when it is True. ``text`` is the Up
-    part, padded with blank lines so line numbers are the file's.
-    """
-
-    display: str
-    text: str
-    in_transaction: bool | None = True
-    runner_timeouts: bool = True
 
 
 @dataclass(frozen=True)
@@ -216,24 +200,31 @@ class Linter:
             return self._lint_text(text, path, schema if schema is not None else Schema(),
                                    in_transaction, runner_timeouts)
 
-    def lint_units(self, units: Iterable[Unit], history: Iterable[Unit] = ()) -> LintReport:
-        """Lint files in order against one replayed schema; ``history`` is replayed first.
+    def start(self, history: Iterable[Unit] = ()) -> Schema:
+        """A schema with ``history`` replayed: the state before the files to check.
 
-        Without history each file is its own change (a table is new only in the file that
-        creates it); with history, the files linted are the change together.
+        Without history each file checked is its own change (a table is new only in the file
+        that creates it); with history, the files checked are one change together.
         """
-        schema = Schema()
-        replayed = 0
+        schema = Schema(file_serial=-1)
         for unit in history:
-            schema.file_serial = replayed
+            schema.file_serial += 1
             self.replay_text(unit.text, schema)
-            replayed += 1
-        schema.change_start = replayed
+            schema.one_change = True
+        schema.change_start = schema.file_serial + 1
+        return schema
+
+    def lint_units(self, units: Iterable[Unit], history: Iterable[Unit] = (),
+                   schema: Schema | None = None) -> LintReport:
+        """Lint files in order against one schema (``schema``, else :meth:`start` of
+        ``history``), which they update."""
+        if schema is None:
+            schema = self.start(history)
         reports = []
-        for serial, unit in enumerate(units, start=replayed):
-            schema.file_serial = serial
-            if not replayed:
-                schema.change_start = serial
+        for unit in units:
+            schema.file_serial += 1
+            if not schema.one_change:
+                schema.change_start = schema.file_serial
             reports.append(self.lint_text(unit.text, unit.display, schema=schema,
                                           in_transaction=unit.in_transaction,
                                           runner_timeouts=unit.runner_timeouts))
@@ -377,37 +368,6 @@ class Linter:
             severity = "warning"
         return Finding(path, line, col, rule.id, message, rule.help, severity, table=table,
                        statement_line=stmt_line, statement_col=stmt_col)
-
-
-def read_sql(path: Path, display: str | None = None) -> str | SyntaxProblem:
-    """A file's text; a SyntaxProblem if it is not UTF-8; UsageError if unreadable."""
-    name = display or str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line, col = _Positions(data[:exc.start]).line_col(exc.start)
-        return SyntaxProblem(name, line, col, "not valid UTF-8")
-
-
-def collect_files(paths: Iterable[str]) -> list[Path]:
-    """Files as given, and ``*.sql`` under folders (sorted); a missing path is a usage error."""
-    out: list[Path] = []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.sql") if p.is_file())
-            if not found:
-                raise UsageError(f"no .sql files under {name}")
-            out += found
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise UsageError(f"{name}: no such file or folder")
-    return out
 
 
 def lint_paths(paths: Iterable[str], config: LintConfig | None = None) -> LintReport:

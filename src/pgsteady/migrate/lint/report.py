@@ -61,6 +61,7 @@ class LintReport:
     """Every file's report, and the exit code they add up to."""
 
     files: list[FileReport]
+    runner: str | None = None  # the runner profile the files were judged by
 
     @property
     def findings(self) -> list[Finding]:

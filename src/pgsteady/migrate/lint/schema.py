@@ -133,6 +133,8 @@ class Schema:
     #: The file being replayed now (0, 1, ...) and the first file of the change checked.
     file_serial: int = 0
     change_start: int = 0
+    #: True when history was given: then all files checked are one change (else each file).
+    one_change: bool = False
     #: True once a live catalog was loaded: then an unknown table is known not to exist.
     from_catalog: bool = False
 
