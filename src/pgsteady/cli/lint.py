@@ -26,7 +26,7 @@ from pgsteady.migrate.lint.config import (
 )
 from pgsteady.migrate.lint.files import Unit
 from pgsteady.migrate.lint.report import LintReport
-from pgsteady.migrate.lint.rules import all_rules
+from pgsteady.migrate.lint.rules import all_rules, rule_ids
 
 
 def _rule_list(text: str) -> frozenset[str]:
@@ -103,7 +103,9 @@ def register(verbs: Any) -> None:
 def _config(args: argparse.Namespace) -> LintConfig:
     config = load_config(args.config)
     union = frozenset().union
-    known = all_rules()
+    known = rule_ids()
+    check_rule_ids(config.disable | config.enable | config.warn, known,
+                   config.source or "configuration")
     for option in ("exclude", "enable", "warn"):
         check_rule_ids(union(*getattr(args, option)), known, f"--{option}")
     return config.with_overrides(

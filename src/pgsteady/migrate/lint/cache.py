@@ -20,7 +20,6 @@ import hashlib
 import logging
 import os
 import pickle
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,8 +111,9 @@ class Cache:
             gitignore = self.folder.parent / ".gitignore"
             if self.folder.parent.name == FOLDER and not gitignore.exists():
                 gitignore.write_text("# Automatically created by pgsteady lint.\n*\n")
-            handle, temporary = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
-            with os.fdopen(handle, "wb") as out:
+            # Own name per process (tempfile would cost the warm path shutil, bz2, lzma).
+            temporary = self.folder / f"{key}.{os.getpid()}.tmp"
+            with temporary.open("wb") as out:
                 pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(temporary, self.folder / f"{key}.pickle")
             self._trim()

@@ -23,9 +23,7 @@ error (exit 2): a typo must not silently turn a rule off.
 
 from __future__ import annotations
 
-import difflib
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -88,6 +86,8 @@ def load_config(path: Path | None = None, start: Path | None = None) -> LintConf
         path = find_pyproject(start or Path.cwd())
         if path is None:
             return LintConfig()
+    import tomllib  # noqa: PLC0415 -- only when there is a file to read
+
     try:
         with path.open("rb") as f:
             document = tomllib.load(f)
@@ -149,6 +149,8 @@ def check_rule_ids(ids: Iterable[str], known: Iterable[str], where: str) -> None
     known_set = set(known)
     for rule_id in ids:
         if rule_id not in known_set:
+            import difflib  # noqa: PLC0415 -- only to phrase this error
+
             close = difflib.get_close_matches(rule_id, sorted(known_set), n=1)
             hint = f"; did you mean {close[0]}?" if close else "; see pgsteady lint --list-rules"
             raise UsageError(f"{where}: no rule named {rule_id!r}{hint}")

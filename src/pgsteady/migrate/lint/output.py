@@ -6,7 +6,6 @@ no ``NO_COLOR``), so tests render deterministically.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pgsteady.migrate.lint.report import Finding, LintReport, SyntaxProblem
@@ -69,6 +68,8 @@ def _syntax_json(p: SyntaxProblem) -> dict[str, Any]:
 
 def render_json(report: LintReport) -> str:
     """The whole report as one JSON document with a ``schema_version``; keys are stable."""
+    import json  # noqa: PLC0415 -- only this format needs it; text runs start without it
+
     findings = report.findings
     errors = sum(f.severity == "error" for f in findings)
     document = {

@@ -28,7 +28,6 @@ from pglast import parser as pg
 Node = dict[str, Any]
 
 _META = re.compile(r"^[ \t]*\\[A-Za-z!?.]", re.MULTILINE)
-_KIND = re.compile(r'"stmt":\{"(\w+)"')
 _STACK_DEPTH = "stack depth limit exceeded"
 # Statement keywords: a parse error at one of these, first on its line, usually means the
 # line before lacks its ';'.
@@ -215,10 +214,11 @@ def _parse_one(text: str, char_start: int, sql: str, base: int, end: int,  # noq
     except UnicodeEncodeError as exc:
         raise ParseFailure(char_start + exc.start,
                            f"text is not valid Unicode ({exc.reason})") from None
-    found = _KIND.findall(raw, 0, 200)
-    if len(found) != 1:  # several statements the scanner could not separate (rare): decode
-        found = [""]
-    kind = found[0]
+    # The statement's type is the first key after "stmt": read it without decoding.
+    at = raw.find('"stmt":{"', 0, 200) + 9
+    kind = raw[at:raw.find('"', at, 200)] if at > 8 else ""
+    if raw.find('"stmt":{"', at) >= 0:  # several statements in one piece (rare): decode
+        kind = ""
     start = _first_word(text, char_start, base)
     if kind and not wanted(kind):
         yield Statement(start, end, kind, None, base)

@@ -156,6 +156,8 @@ class Schema:
         return self._resolve(parts[-1] if parts else "", existing)
 
     def _resolve(self, name: str, existing: dict[Key, Any]) -> Key:
+        if self.search_path == ("public",):  # the usual case, asked for every statement
+            return "public", name
         path = [s for s in self.search_path if s and not s.startswith("$")] or ["public"]
         for schema in path:
             if (schema, name) in existing:
