@@ -159,3 +159,17 @@ def test_in_transaction_runners_still_flag_concurrently(tmp_path, capsys, runner
     (tmp_path / "V1__a.sql").write_text(CONCURRENT)
     _, found, _ = run(capsys, "--runner", runner, str(tmp_path / "V1__a.sql"))
     assert found == [("V1__a.sql", "concurrently-in-transaction")]
+
+
+def test_popx_nontx_name_and_other_dialects(tmp_path, capsys):
+    """popx (ory): a `.nontx.` name runs outside a transaction; MySQL/SQLite files are skipped."""
+    write(tmp_path, {
+        "20240101000001000000_index.up.nontx.sql": CONCURRENT,
+        "20240101000002000000_index.postgres.up.sql": CONCURRENT,
+        "20240101000003000000_x.mysql.up.sql": "ALTER TABLE t MODIFY c int;\n",
+        "20240101000003000000_x.sqlite3.up.sql": "PRAGMA foreign_keys = off;\n",
+        "20240101000001000000_index.down.sql": "DROP INDEX orders_status;\n",
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert runner == "golang-migrate"
+    assert found == [] and code == 0

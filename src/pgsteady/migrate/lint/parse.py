@@ -37,6 +37,7 @@ _STATEMENT_WORDS = frozenset({
     "SELECT", "SET", "TRUNCATE", "UPDATE", "VACUUM", "WITH",
 })
 _DEEP_STACK = 512 * 1024 * 1024
+_DECODER = json.JSONDecoder()
 _DEEP_RECURSION = 200_000
 
 
@@ -183,63 +184,68 @@ def _has_content(text: str, start: int, stop: int) -> bool:
 
 def _from_slices(text: str, pieces: Sequence[slice], wanted: Callable[[str], bool],
                  ) -> Iterator[Statement]:
+    """Parse each piece; the hot loop of the linter, so it is kept flat."""
     ascii_text = text.isascii()
     data_offset = 0  # byte offset of char_offset, advanced incrementally for non-ASCII text
     char_offset = 0
+    parse_json = pg.parse_sql_json
+    decode = _DECODER.decode
     for piece in pieces:
-        if ascii_text:
-            base = piece.start
-        else:
-            data_offset += len(text[char_offset:piece.start].encode("utf-8"))
-            char_offset = piece.start
-            base = data_offset
+        char_start = piece.start
         sql = text[piece]
-        end = base + (len(sql) if ascii_text else len(sql.encode("utf-8")))
-        yield from _parse_one(text, piece.start, sql, base, end, wanted)
+        if ascii_text:
+            base = char_start
+            end = base + len(sql)
+        else:
+            data_offset += len(text[char_offset:char_start].encode("utf-8"))
+            char_offset = char_start
+            base = data_offset
+            end = base + len(sql.encode("utf-8"))
+        try:
+            raw = parse_json(sql)
+        except pg.ParseError as exc:
+            yield _unparsable(text, char_start, sql, base, end, exc)
+            continue
+        except UnicodeEncodeError as exc:
+            raise ParseFailure(char_start + exc.start,
+                               f"text is not valid Unicode ({exc.reason})") from None
+        # The statement's type is the first key after "stmt": read it without decoding.
+        at = raw.find('"stmt":{"', 0, 200) + 9
+        kind = raw[at:raw.find('"', at, 200)] if at > 8 else ""
+        first = sql[:1]
+        start = _first_word(text, char_start, base) if first in "-/" else base
+        if kind and not wanted(kind) and raw.find('"stmt":{"', at) < 0:
+            yield Statement(start, end, kind, None, base)
+            continue
+        try:
+            tree = decode(raw)
+        except RecursionError:
+            tree = deep_call(decode, raw)
+            if tree is None:
+                yield Statement(start, end, kind, None, base,
+                                unparsed="nested too deeply to analyse")
+                continue
+        items = tree.get("stmts", [])
+        for item in items:
+            (item_kind, node), = item.get("stmt", {"": {}}).items()
+            if len(items) > 1 and ascii_text:  # rare: locations still count from ``sql``
+                at = item.get("stmt_location", 0)
+                start = _first_word(text, char_start + at, base + at)
+            yield Statement(start, end, item_kind, node, base)
+            if item_kind == "DoStmt":
+                yield from do_block(sql, node, base)
 
 
-def _parse_one(text: str, char_start: int, sql: str, base: int, end: int,  # noqa: PLR0917
-               wanted: Callable[[str], bool]) -> Iterator[Statement]:
-    try:
-        raw = pg.parse_sql_json(sql)
-    except pg.ParseError as exc:
-        message = str(exc.args[0]) if exc.args else "syntax error"
-        if _STACK_DEPTH in message:
-            yield Statement(_first_word(text, char_start, base), end, "", None, base,
-                            unparsed="nested deeper than the parser allows")
-            return
-        cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
-        offset = char_start + cursor if cursor is not None else char_start + len(sql.rstrip())
-        raise ParseFailure(offset, message + missing_semicolon_hint(text, offset)) from None
-    except UnicodeEncodeError as exc:
-        raise ParseFailure(char_start + exc.start,
-                           f"text is not valid Unicode ({exc.reason})") from None
-    # The statement's type is the first key after "stmt": read it without decoding.
-    at = raw.find('"stmt":{"', 0, 200) + 9
-    kind = raw[at:raw.find('"', at, 200)] if at > 8 else ""
-    if raw.find('"stmt":{"', at) >= 0:  # several statements in one piece (rare): decode
-        kind = ""
-    start = _first_word(text, char_start, base)
-    if kind and not wanted(kind):
-        yield Statement(start, end, kind, None, base)
-        return
-    try:
-        tree = json.loads(raw)
-    except RecursionError:
-        tree = deep_call(json.loads, raw)
-        if tree is None:
-            yield Statement(start, end, kind, None, base,
-                            unparsed="nested too deeply to analyse")
-            return
-    items = tree.get("stmts", [])
-    for item in items:
-        (item_kind, node), = item.get("stmt", {"": {}}).items()
-        if len(items) > 1:  # rare: locations are still relative to ``sql``
-            at = item.get("stmt_location", 0)
-            start = _first_word(text, char_start + at, base + at) if sql.isascii() else start
-        yield Statement(start, end, item_kind, node, base)
-        if item_kind == "DoStmt":
-            yield from do_block(sql, node, base)
+def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # noqa: PLR0917
+                exc: pg.ParseError) -> Statement:
+    """An unparsed statement if the parser ran out of stack; else the file's ParseFailure."""
+    message = str(exc.args[0]) if exc.args else "syntax error"
+    if _STACK_DEPTH in message:
+        return Statement(_first_word(text, char_start, base), end, "", None, base,
+                         unparsed="nested deeper than the parser allows")
+    cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
+    offset = char_start + cursor if cursor is not None else char_start + len(sql.rstrip())
+    raise ParseFailure(offset, message + missing_semicolon_hint(text, offset)) from None
 
 
 def deep_call(function: Callable[..., Any], *args: Any) -> Any:

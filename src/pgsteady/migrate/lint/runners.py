@@ -14,7 +14,8 @@ profile            transaction                                          sets tim
 pgsteady           one per file, unless ``-- pgsteady: no-transaction``  yes
 prisma             the file is one multi-statement query: one implicit   no
                    transaction, unless it holds a single statement
-golang-migrate     as prisma (``*.up.sql`` only)                          no
+golang-migrate     as prisma (``*.up.sql`` only); popx names: ``.nontx.``  no
+                   runs outside one, other databases' files skipped
 goose              one per file unless ``-- +goose NO TRANSACTION``;    no
                    only the ``-- +goose Up`` section
 dbmate             one per file unless ``-- migrate:up transaction:false``; no
@@ -43,6 +44,13 @@ NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
 #: Profiles whose tool sets lock_timeout and statement_timeout itself.
 SETS_TIMEOUTS = frozenset({"pgsteady"})
 _ALEMBIC = re.compile(r"\balembic_version\b")
+# popx (ory) names: <version>_<name>[.<dialect>].up[.nontx].sql; "nontx" runs outside a
+# transaction, and files for other databases are not PostgreSQL's.
+_NONTX = re.compile(r"\.nontx\.|\.nontx\.sql$")
+_UP_NONTX = re.compile(r"^\d+_.+\.up\.nontx\.sql$")
+_UP = re.compile(r"^\d+_.+\.up(\.nontx)?\.sql$")
+_UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
+_OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)\.(up|down)(\.nontx)?\.sql$")
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,11 @@ def detect(paths: Iterable[str]) -> Choice:
             return Choice("sqitch", f"sqitch.plan in {place}")
     if first.is_file() and _ALEMBIC.search(_head(first)):
         return Choice("alembic-sql", f"{first} writes alembic_version")
+    names = [p.name for p in folder.iterdir() if p.name.endswith(".sql")] \
+        if folder.is_dir() else []
+    if names and any(_UP_NONTX.match(n) for n in names) and all(
+            _UP_DOWN.search(n) for n in names):
+        return Choice("golang-migrate", f"up/down (popx) names in {folder}")
     try:
         found = layouts.detect(folder)
     except layouts.LayoutError as exc:
@@ -101,6 +114,8 @@ def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit
             up, in_transaction = layouts.up_part(path, text, runner)
         except layouts.LayoutError as exc:
             raise UsageError(str(exc)) from None
+        if _NONTX.search(path.name):
+            in_transaction = False
         padded = "\n" * (up.first_line - 1) + up.text
         return Unit(name, padded, in_transaction, timeouts)
     return Unit(name, text, False, timeouts)
@@ -112,6 +127,11 @@ def folder_files(folder: Path, runner: str) -> list[Path] | None:
     if runner == "sqitch":
         deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
         return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
+    if runner == "golang-migrate":
+        # By name, not layouts.scan: popx's 20-digit versions are fine for linting.
+        ups = [p for p in folder.iterdir() if p.is_file() and _UP.match(p.name)
+               and not _OTHER_DIALECT.search(p.name)]
+        return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
     if runner in layouts.NAMES and runner != "pgsteady":
         try:
             return [f.path for f in layouts.scan(folder, runner).files]
