@@ -162,9 +162,12 @@ def test_in_transaction_runners_still_flag_concurrently(tmp_path, capsys, runner
 
 
 def test_popx_nontx_name_and_other_dialects(tmp_path, capsys):
-    """popx (ory): a `.nontx.` name runs outside a transaction; MySQL/SQLite files are skipped."""
+    """popx (ory): an `.autocommit.` name runs outside a transaction; MySQL/SQLite files are
+    skipped; a version's postgres file replaces its generic one."""
     write(tmp_path, {
-        "20240101000001000000_index.up.nontx.sql": CONCURRENT,
+        "20240101000001000000_index.autocommit.up.sql": CONCURRENT,
+        "20240101000004000000_y.up.sql": "ALTER TABLE t ADD COLUMN c int CHECK (c > 0);\n",
+        "20240101000004000000_y.postgres.up.sql": TIMEOUT + "ALTER TABLE t ADD COLUMN c int;\n",
         "20240101000002000000_index.postgres.up.sql": CONCURRENT,
         "20240101000003000000_x.mysql.up.sql": "ALTER TABLE t MODIFY c int;\n",
         "20240101000003000000_x.sqlite3.up.sql": "PRAGMA foreign_keys = off;\n",

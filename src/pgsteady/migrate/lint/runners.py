@@ -44,13 +44,13 @@ NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
 #: Profiles whose tool sets lock_timeout and statement_timeout itself.
 SETS_TIMEOUTS = frozenset({"pgsteady"})
 _ALEMBIC = re.compile(r"\balembic_version\b")
-# popx (ory) names: <version>_<name>[.<dialect>].up[.nontx].sql; "nontx" runs outside a
-# transaction, and files for other databases are not PostgreSQL's.
-_NONTX = re.compile(r"\.nontx\.|\.nontx\.sql$")
-_UP_NONTX = re.compile(r"^\d+_.+\.up\.nontx\.sql$")
-_UP = re.compile(r"^\d+_.+\.up(\.nontx)?\.sql$")
+# popx (ory) names: <version>_<name>[.<dialect>][.autocommit].<up|down>.sql; "autocommit"
+# runs outside a transaction (".nontx." likewise in other tools), files for other databases
+# are not PostgreSQL's, and a version's postgres file replaces its generic one.
+_NONTX = re.compile(r"\.(autocommit|nontx)\.")
+_UP = re.compile(r"^(?P<version>\d+)_.+\.up(\.nontx)?\.sql$")
 _UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
-_OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)\.(up|down)(\.nontx)?\.sql$")
+_OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def detect(paths: Iterable[str]) -> Choice:
         return Choice("alembic-sql", f"{first} writes alembic_version")
     names = [p.name for p in folder.iterdir() if p.name.endswith(".sql")] \
         if folder.is_dir() else []
-    if names and any(_UP_NONTX.match(n) for n in names) and all(
+    if names and any(_NONTX.search(n) or _OTHER_DIALECT.search(n) for n in names) and all(
             _UP_DOWN.search(n) for n in names):
         return Choice("golang-migrate", f"up/down (popx) names in {folder}")
     try:
@@ -131,6 +131,9 @@ def folder_files(folder: Path, runner: str) -> list[Path] | None:
         # By name, not layouts.scan: popx's 20-digit versions are fine for linting.
         ups = [p for p in folder.iterdir() if p.is_file() and _UP.match(p.name)
                and not _OTHER_DIALECT.search(p.name)]
+        specific = {p.name.partition("_")[0] for p in ups if ".postgres." in p.name}
+        ups = [p for p in ups if ".postgres." in p.name
+               or p.name.partition("_")[0] not in specific]
         return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
     if runner in layouts.NAMES and runner != "pgsteady":
         try:
