@@ -155,27 +155,41 @@ def table_ref(relation: Node | None) -> tuple[str | None, str] | None:
     return relation.get("schemaname"), str(relation["relname"])
 
 
-def alter_commands(stmt: Node) -> Iterator[tuple[str, Node]]:
+# Helpers that several rules call on the same statement keep their answer in the statement's
+# dict, under a key no parser field has, as a tuple (``walk`` does not descend into tuples).
+_CMDS = "\x00cmds"
+_COLUMNS = "\x00columns"
+_FK = "\x00fk"
+_TYPED = "\x00typed"
+
+
+def alter_commands(stmt: Node) -> tuple[tuple[str, Node], ...]:
     """Each ALTER TABLE subcommand as (subtype, command); ALTER INDEX etc. are skipped."""
-    if stmt.get("objtype") != "OBJECT_TABLE":
-        return
-    for item in stmt.get("cmds") or ():
-        cmd = item.get("AlterTableCmd")
-        if cmd is not None:
-            yield cmd.get("subtype", ""), cmd
+    found: tuple[tuple[str, Node], ...] | None = stmt.get(_CMDS)
+    if found is None:
+        found = ()
+        if stmt.get("objtype") == "OBJECT_TABLE":
+            found = tuple((cmd.get("subtype", ""), cmd) for item in stmt.get("cmds") or ()
+                          if (cmd := item.get("AlterTableCmd")) is not None)
+        stmt[_CMDS] = found
+    return found
 
 
-def column_defs(stmt_type: str, stmt: Node) -> Iterator[Node]:
+def column_defs(stmt_type: str, stmt: Node) -> tuple[Node, ...]:
     """Column definitions a CREATE TABLE or ALTER TABLE ... ADD COLUMN introduces."""
-    if stmt_type == "CreateStmt":
-        for element in stmt.get("tableElts") or ():
-            if "ColumnDef" in element:
-                yield element["ColumnDef"]
-    elif stmt_type == "AlterTableStmt":
-        for subtype, cmd in alter_commands(stmt):
-            definition = cmd.get("def") or {}
-            if subtype == "AT_AddColumn" and "ColumnDef" in definition:
-                yield definition["ColumnDef"]
+    found: tuple[Node, ...] | None = stmt.get(_COLUMNS)
+    if found is None:
+        if stmt_type == "CreateStmt":
+            found = tuple(element["ColumnDef"] for element in stmt.get("tableElts") or ()
+                          if "ColumnDef" in element)
+        elif stmt_type == "AlterTableStmt":
+            found = tuple(definition["ColumnDef"] for subtype, cmd in alter_commands(stmt)
+                          if subtype == "AT_AddColumn"
+                          and "ColumnDef" in (definition := cmd.get("def") or {}))
+        else:
+            found = ()
+        stmt[_COLUMNS] = found
+    return found
 
 
 def constraints(column: Node) -> Iterator[Node]:
@@ -190,28 +204,35 @@ def option_names(options: Iterable[Node] | None) -> set[str]:
     return {str(o["DefElem"].get("defname", "")).lower() for o in options or () if "DefElem" in o}
 
 
-def typed_columns(kind: str, stmt: Node) -> Iterator[tuple[str, Node, int | None]]:
+def typed_columns(kind: str, stmt: Node) -> tuple[tuple[str, Node, int | None], ...]:
     """(column, TypeName, location) for every column type a statement writes down.
 
     Covers CREATE TABLE columns, ALTER TABLE ... ADD COLUMN and ALTER COLUMN ... TYPE.
     """
+    found: tuple[tuple[str, Node, int | None], ...] | None = stmt.get(_TYPED)
+    if found is not None:
+        return found
+    typed = []
     for column in column_defs(kind, stmt):
         type_node = column.get("typeName")
         if type_node:
-            yield str(column.get("colname", "")), type_node, type_node.get("location")
+            typed.append((str(column.get("colname", "")), type_node, type_node.get("location")))
     if kind == "AlterTableStmt":
         for subtype, cmd in alter_commands(stmt):
             if subtype == "AT_AlterColumnType":
                 type_node = (cmd.get("def") or {}).get("ColumnDef", {}).get("typeName")
                 if type_node:
-                    yield str(cmd.get("name", "")), type_node, type_node.get("location")
+                    typed.append((str(cmd.get("name", "")), type_node,
+                                  type_node.get("location")))
+    stmt[_TYPED] = found = tuple(typed)
+    return found
 
 
 def walk(node: Any) -> Iterator[tuple[str, Node]]:
     """Every ``(type, body)`` wrapped node under ``node``, depth first."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict):  # (memo keys hold tuples: never walked)
                 if key[:1].isupper():
                     yield key, value
                 yield from walk(value)
@@ -250,8 +271,15 @@ def takes_blocking_lock(kind: str, stmt: Node) -> bool:
     return True
 
 
-def foreign_key_targets(kind: str, stmt: Node) -> list[Node]:
+def foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     """Tables (RangeVars) a CREATE TABLE or ALTER TABLE's new foreign keys reference."""
+    targets: tuple[Node, ...] | None = stmt.get(_FK)
+    if targets is None:
+        targets = stmt[_FK] = _foreign_key_targets(kind, stmt)
+    return targets
+
+
+def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     found: list[Node] = []
     if kind == "CreateStmt":
         for element in stmt.get("tableElts") or ():
@@ -266,5 +294,5 @@ def foreign_key_targets(kind: str, stmt: Node) -> list[Node]:
                 found.append(definition["Constraint"])
             elif subtype == "AT_AddColumn" and "ColumnDef" in definition:
                 found.extend(constraints(definition["ColumnDef"]))
-    return [c["pktable"] for c in found
-            if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable")]
+    return tuple(c["pktable"] for c in found
+                 if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable"))

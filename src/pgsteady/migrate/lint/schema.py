@@ -24,6 +24,7 @@ from typing import Any
 
 Node = dict[str, Any]
 Key = tuple[str, str]
+_KEY = "\x00key"  # where a RangeVar keeps its resolved key (a tuple: never walked)
 
 #: Names the parser leaves as written that mean a built-in type (``serial`` is ``int4``).
 _ALIASES = {
@@ -141,12 +142,23 @@ class Schema:
     # -- names -------------------------------------------------------------------------
 
     def key(self, relation: Node, existing: dict[Key, Any] | None = None) -> Key:
-        """A RangeVar's (schema, name); unqualified names are looked up on search_path."""
+        """A RangeVar's (schema, name); unqualified names are looked up on search_path.
+
+        A table's key is kept in the RangeVar (rules ask for it many times per statement).
+        """
+        if existing is None:
+            known: Key | None = relation.get(_KEY)
+            if known is not None:
+                return known
         name = str(relation.get("relname", ""))
         schema = relation.get("schemaname")
         if schema:
-            return str(schema), name
-        return self._resolve(name, self.tables if existing is None else existing)
+            found = str(schema), name
+        else:
+            found = self._resolve(name, self.tables if existing is None else existing)
+        if existing is None and relation:
+            relation[_KEY] = found
+        return found
 
     def name_key(self, names: Iterable[str], existing: dict[Key, Any]) -> Key:
         """``["audit", "events"]`` or ``["events"]`` (a qualified name list) as a key."""
