@@ -20,13 +20,17 @@ caller leaves: a deadline ends a wait, never a query, and never closes a connect
 from __future__ import annotations
 
 import enum
+import logging
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from pgsteady.errors import (
     CannotConnect,
@@ -37,7 +41,15 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
-from pgsteady.settings import Duration, SessionSettings, scrub, to_seconds
+from pgsteady.settings import (
+    Duration,
+    SessionSettings,
+    describe,
+    server_timeout,
+    to_seconds,
+)
+
+log = logging.getLogger("pgsteady.runner")
 
 KEEP_CONNECTION_FOR = 256
 """A worker runs up to this many jobs on the connection it holds before handing it back to
@@ -48,6 +60,13 @@ HOLD_IDLE = 0.5
 
 IDLE_POLL = 1.0
 """A worker without a connection re-checks for shutdown at least this often."""
+
+MAX_DEADLINE = threading.TIMEOUT_MAX
+"""The longest finite deadline a caller can wait (~292 years); ``None`` or infinity: none."""
+
+SLOTS_QUERY = ("SELECT current_setting('max_connections')::int, "
+               "current_setting('superuser_reserved_connections')::int")
+"""The server's connection slots, read once on the first direct connection."""
 
 
 class State(enum.IntEnum):
@@ -253,15 +272,14 @@ def wrap_error(exc: BaseException) -> BaseException:
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate and not sqlstate.startswith(_CONNECTION_FAILURE_CLASSES):
         return exc
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    wrapped = QueryFailed(f"the connection failed during the job: {scrub(first)}")
+    wrapped = QueryFailed(f"the connection failed during the job: {describe(exc)}")
     wrapped.__cause__ = exc
     return wrapped
 
 
 def no_connection_error(exc: BaseException, waited: float) -> BaseException:
     wrapped = CannotConnect(f"no connection to the database within {waited:.1f} s: "
-                            f"{scrub(str(exc).strip().splitlines()[0] if str(exc) else '')}")
+                            f"{describe(exc) if str(exc) else ''}")
     wrapped.__cause__ = exc
     return wrapped
 
@@ -283,17 +301,19 @@ class Setup:
            statement_timeout: Duration, lock_timeout: Duration,
            idle_in_transaction_timeout: Duration, deadline: Duration,
            connect_timeout: Duration) -> Setup:
+        if not isinstance(service, str) or not isinstance(pooler, str):
+            raise UsageError(f"service and pooler must be strings; got {service!r}, {pooler!r}")
         settings = SessionSettings(
             service=service, pooler=pooler,
-            statement_timeout=to_seconds(statement_timeout, "statement_timeout"),
-            lock_timeout=to_seconds(lock_timeout, "lock_timeout"),
-            idle_in_transaction_timeout=to_seconds(idle_in_transaction_timeout,
-                                                   "idle_in_transaction_timeout"))
+            statement_timeout=server_timeout(statement_timeout, "statement_timeout"),
+            lock_timeout=server_timeout(lock_timeout, "lock_timeout"),
+            idle_in_transaction_timeout=server_timeout(idle_in_transaction_timeout,
+                                                       "idle_in_transaction_timeout"))
         return cls(
             settings=settings, pool_size=pool_size,
             max_waiting=check_sizes(pool_size, max_waiting),
-            default_deadline=to_seconds(deadline, "deadline"),
-            connect_timeout=to_seconds(connect_timeout, "connect_timeout") or 10.0,
+            default_deadline=deadline_of(deadline),
+            connect_timeout=server_timeout(connect_timeout, "connect_timeout") or 10.0,
             prefix=transaction_prefix(settings) if pooler == "transaction" else "",
             set_query=settings.set_query())
 
@@ -309,7 +329,70 @@ class Setup:
         }
 
 
+def deadline_of(value: Duration) -> float | None:
+    """A caller's deadline in seconds, checked before anything is queued: ``None`` or
+    infinity is no deadline; 0 fails at once (nothing is sent); past ``MAX_DEADLINE`` (which
+    no wait can express) is a UsageError rather than an error after the job was queued."""
+    seconds = to_seconds(value, "deadline")
+    if seconds is not None and seconds > MAX_DEADLINE:
+        raise UsageError(f"deadline must be at most {MAX_DEADLINE:.0f} s; use None for no "
+                         f"deadline, got {value!r}")
+    return seconds
+
+
+def check_statement(query: object, params: object, *, bytes_ok: bool) -> None:
+    """A statement's types, checked in the caller before it is queued (a TypeError from a
+    worker would arrive as if the database had failed)."""
+    kinds: tuple[type, ...] = (str, bytes, sql.Composable) if bytes_ok else (str, sql.Composable)
+    if not isinstance(query, kinds):
+        raise UsageError(f"query must be a string{', bytes' if bytes_ok else ''} or a "
+                         f"psycopg.sql.Composable, got {type(query).__name__}")
+    if params is not None and (isinstance(params, str | bytes)
+                               or not isinstance(params, Sequence | Mapping)):
+        raise UsageError(f"params must be a sequence (tuple, list), a mapping or None, got "
+                         f"{type(params).__name__}")
+
+
+def check_conninfo(conninfo: object) -> None:
+    """Refuse a connection string libpq cannot parse now, not by retrying it forever later.
+    (libpq's message may quote the string, password included, so it is not repeated.)"""
+    if not isinstance(conninfo, str):
+        raise UsageError(f"conninfo must be a string, got {type(conninfo).__name__}")
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        raise UsageError("conninfo is not a valid libpq connection string or URL; check "
+                         "its key=value pairs or its postgresql:// form") from None
+
+
+def warn_if_pool_too_big(pool_size: int, max_connections: int, reserved: int) -> None:
+    """A pool that takes most of the server's connection slots starves every other client
+    (and a second instance of the same service): say so once, with the numbers."""
+    slots = max_connections - reserved
+    if pool_size > slots // 2:
+        log.warning(
+            "pool_size=%d takes %s of the server's %d connection slots (max_connections=%d, "
+            "%d reserved): other clients and other instances of this service will be refused; "
+            "lower pool_size or put PgBouncer in front", pool_size,
+            "all" if pool_size >= slots else "more than half", slots, max_connections,
+            reserved)
+
+
+def not_in_transaction_mode(exc: psycopg.errors.ActiveSqlTransaction) -> UsageError:
+    """Behind a transaction pooler each statement shares its implicit transaction with the
+    session settings, so statements that refuse a transaction block cannot run there."""
+    error = UsageError(
+        f"{describe(exc)}: with pooler='transaction' every statement runs in a transaction "
+        f"(with its SET LOCAL timeouts), so VACUUM, CREATE INDEX CONCURRENTLY and the like "
+        f"cannot; run them on a direct connection (a Database with pooler='direct')")
+    error.__cause__ = exc
+    return error
+
+
 def check_sizes(pool_size: int, max_waiting: int | None) -> int:
+    for name, value in (("pool_size", pool_size), ("max_waiting", max_waiting)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise UsageError(f"{name} must be a whole number, got {value!r}")
     if pool_size < 1:
         raise UsageError(f"pool_size must be at least 1, got {pool_size}")
     if max_waiting is None:

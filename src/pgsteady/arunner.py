@@ -55,6 +55,7 @@ class AsyncDatabase:
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         pool_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        _core.check_conninfo(conninfo)
         setup = _core.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
@@ -66,9 +67,10 @@ class AsyncDatabase:
         self._core = Core(pool_size, setup.max_waiting)
         self._prefix = setup.prefix
         self._set_query = setup.set_query
+        self._check_slots = pooler == "direct"
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
             conninfo, **setup.pool_args(),
-            configure=self._configure if pooler == "session" else None,
+            configure=self._configure if pooler in ("direct", "session") else None,
             **(pool_kwargs or {}))
         self._workers: list[asyncio.Task[None]] = []
         # Idle workers; those holding a connection are woken first, so a job never waits
@@ -114,7 +116,18 @@ class AsyncDatabase:
         await self.close()
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.execute(*self._set_query)
+        if self._check_slots:
+            self._check_slots = False
+            try:
+                row = await (await conn.execute(_core.SLOTS_QUERY)).fetchone()
+            except psycopg.Error as exc:  # a check, never a reason to refuse a connection
+                log.debug("could not read the server's connection slots: %s", exc)
+                await conn.rollback()
+            else:
+                if row is not None:
+                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+        if self.settings.pooler == "session":
+            await conn.execute(*self._set_query)
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -153,6 +166,7 @@ class AsyncDatabase:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
+        _core.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             async def plain(conn: psycopg.AsyncConnection[Any]) -> Any:
                 return await fetch(await conn.execute(query, params))  # type: ignore[arg-type]
@@ -162,15 +176,17 @@ class AsyncDatabase:
 
         async def local(conn: psycopg.AsyncConnection[Any]) -> Any:
             cur = psycopg.AsyncClientCursor(conn)
-            await cur.execute(prefixed, params)
+            try:
+                await cur.execute(prefixed, params)
+            except psycopg.errors.ActiveSqlTransaction as exc:
+                raise _core.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return await fetch(cur)
 
         return local
 
     async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
-        budget = self.default_deadline if deadline is DEFAULT else to_seconds(deadline,
-                                                                               "deadline")
+        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)
@@ -180,8 +196,12 @@ class AsyncDatabase:
         timer = None if budget is None else loop.call_later(budget, self._expire, job)
         try:
             await job.waker
-        except asyncio.CancelledError:
-            self._core.give_up(job, time.monotonic())  # the caller left: same as a deadline
+        except BaseException as exc:
+            # The caller left (cancelled, Ctrl-C): the same as a passed deadline. The
+            # deadline's own error is the waker's and has counted itself already.
+            if not (job.waker.done() and not job.waker.cancelled()
+                    and job.waker.exception() is exc):
+                self._core.give_up(job, time.monotonic())
             raise
         finally:
             if timer is not None:

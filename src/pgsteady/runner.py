@@ -3,7 +3,7 @@
 The caller's deadline ends the caller's wait, never the query. Each call becomes a job that
 one of ``pool_size`` worker threads runs on a connection it owns until the query is done, so
 a deadline can never close a connection under a query — the move that makes PgBouncer destroy
-server connections and drain its pool (seed 000). A job whose caller gave up before it
+server connections and drain its pool (docs/outages.md). A job whose caller gave up before it
 started is dropped without touching the database; the backlog is bounded (``Overloaded``).
 
 The rules live in :mod:`pgsteady._core`; this module and :mod:`pgsteady.arunner` only move
@@ -61,7 +61,18 @@ class Database:
     ``pooler`` says what sits between us and PostgreSQL — ``"direct"``, PgBouncer in
     ``"session"`` or ``"transaction"`` mode — and decides how the session settings travel
     (see :class:`~pgsteady.settings.SessionSettings`). Durations are seconds or ``timedelta``;
-    ``None`` means no limit.
+    ``None`` (or infinity) means no limit. Two zeros differ, as they do in PostgreSQL:
+    ``deadline=0`` leaves the caller no time at all (the call fails at once with
+    ``DeadlineExceeded`` and nothing is sent), while ``statement_timeout=0`` (like
+    ``lock_timeout`` and ``idle_in_transaction_timeout``) is PostgreSQL's "no limit".
+
+    Arguments are checked here, before anything is queued or connected: a malformed
+    ``conninfo``, a wrong type or an impossible duration is a ``UsageError``. With
+    ``pooler="direct"``, a pool taking more than half of the server's connection slots is
+    logged as a warning on its first connection. With ``pooler="transaction"``, statements
+    that cannot run inside a transaction block (``VACUUM``, ``CREATE INDEX CONCURRENTLY``)
+    raise ``UsageError``: run them through a direct ``Database``. PostgreSQL's errors reach
+    the caller unchanged, DETAIL included (``exc.diag.message_detail``).
     """
 
     def __init__(
@@ -71,6 +82,7 @@ class Database:
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         open: bool = True, pool_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        _core.check_conninfo(conninfo)
         setup = _core.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
@@ -87,9 +99,10 @@ class Database:
         self._idle_empty: list[threading.Event] = []
         self._prefix = setup.prefix
         self._set_query = setup.set_query
+        self._check_slots = pooler == "direct"
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             conninfo, **setup.pool_args(),
-            configure=self._configure if pooler == "session" else None,
+            configure=self._configure if pooler in ("direct", "session") else None,
             **(pool_kwargs or {}))
         self._workers: list[threading.Thread] = []
         self.conninfo = redact(conninfo)
@@ -147,7 +160,19 @@ class Database:
         self.close()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(*self._set_query)
+        with self._lock:  # the pool configures connections from several threads
+            check, self._check_slots = self._check_slots, False
+        if check:
+            try:
+                row = conn.execute(_core.SLOTS_QUERY).fetchone()
+            except psycopg.Error as exc:  # a check, never a reason to refuse a connection
+                log.debug("could not read the server's connection slots: %s", exc)
+                conn.rollback()
+            else:
+                if row is not None:
+                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+        if self.settings.pooler == "session":
+            conn.execute(*self._set_query)
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -194,6 +219,7 @@ class Database:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any], Any]:
+        _core.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             return lambda conn: fetch(conn.execute(query, params))
         prefixed = sql.Composed([sql.SQL(self._prefix), sql.SQL(query) if isinstance(query, str)
@@ -201,15 +227,17 @@ class Database:
 
         def work(conn: psycopg.Connection[Any]) -> Any:
             cur = psycopg.ClientCursor(conn)
-            cur.execute(prefixed, params)
+            try:
+                cur.execute(prefixed, params)
+            except psycopg.errors.ActiveSqlTransaction as exc:
+                raise _core.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return fetch(cur)
 
         return work
 
     def _call(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
-        budget = self.default_deadline if deadline is DEFAULT else to_seconds(deadline,
-                                                                               "deadline")
+        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)
         job.waker = threading.Lock()
@@ -220,7 +248,15 @@ class Database:
                 if idle:
                     idle.pop().set()
                     break
-        if job.waker.acquire(timeout=-1 if budget is None else budget):
+        try:
+            answered = job.waker.acquire(timeout=-1 if budget is None else budget)
+        except BaseException:
+            # Ctrl-C (or anything else) ended the caller's wait: as with a passed deadline,
+            # a job not started yet is dropped, a started one completes, abandoned.
+            with self._lock:
+                self._core.give_up(job, time.monotonic())
+            raise
+        if answered:
             with self._lock:
                 return self._core.outcome(job, time.monotonic())
         with self._lock:

@@ -5,6 +5,7 @@ A DSN may carry a password; anything pgsteady prints or logs goes through :func:
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from dataclasses import dataclass
@@ -21,12 +22,35 @@ Duration: TypeAlias = float | int | timedelta | None
 
 
 def to_seconds(value: Duration, name: str = "duration") -> float | None:
-    """Normalise a duration to float seconds; reject negatives with a clear message."""
+    """Normalise a duration to float seconds; ``None`` and infinity mean no limit. Anything
+    else that is not a non-negative number of seconds or a ``timedelta`` is a UsageError."""
     if value is None:
         return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    raw: object = value  # callers' types are checked here, not trusted
+    if isinstance(raw, timedelta):
+        seconds = raw.total_seconds()
+    elif isinstance(raw, int | float) and not isinstance(raw, bool):
+        seconds = float(raw)
+    else:
+        raise UsageError(f"{name} must be seconds (a number), a timedelta or None; got "
+                         f"{type(value).__name__} {value!r}")
     if not seconds >= 0:  # also refuses NaN
         raise UsageError(f"{name} must be a non-negative duration, got {value!r}")
+    return None if math.isinf(seconds) else seconds
+
+
+PG_MAX_TIMEOUT = 2147483.647
+"""PostgreSQL's largest timeout setting (INT_MAX milliseconds, ~24.8 days)."""
+
+
+def server_timeout(value: Duration, name: str) -> float | None:
+    """A duration that becomes a PostgreSQL timeout setting: ``None``, 0 and infinity mean
+    no limit (PostgreSQL's 0); more than the server accepts is a UsageError, not a connection
+    the server refuses later."""
+    seconds = to_seconds(value, name)
+    if seconds is not None and seconds > PG_MAX_TIMEOUT:
+        raise UsageError(f"{name} must be at most {PG_MAX_TIMEOUT:.0f} s (PostgreSQL's limit; "
+                         f"None for no limit), got {value!r}")
     return seconds
 
 
@@ -43,6 +67,19 @@ def redact(dsn: str) -> str:
     for key in secrets:
         params[key] = "***"
     return make_conninfo("", **params)
+
+
+def describe(exc: BaseException) -> str:
+    """A driver error in one line, passwords hidden: its message, then PostgreSQL's DETAIL
+    and HINT when it sent them (the DETAIL of a unique violation names the duplicate key)."""
+    text = str(exc).strip()
+    parts = [text.splitlines()[0] if text else type(exc).__name__]
+    diag = getattr(exc, "diag", None)
+    for label, attr in (("DETAIL", "message_detail"), ("HINT", "message_hint")):
+        value = getattr(diag, attr, None) if diag is not None else None
+        if value:
+            parts.append(f"{label}: {' '.join(str(value).split())}")
+    return scrub("; ".join(parts))
 
 
 def scrub(text: str) -> str:

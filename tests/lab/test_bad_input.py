@@ -13,15 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from pgsteady.errors import LabError
+from pgsteady.errors import LabError, UsageError
 from pgsteady.lab.cluster import Cluster
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 
 
 def _lab_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    """Lab servers this process started: other labs on the same machine (other test runs,
+    other users) are none of this test's business."""
+    out = subprocess.run(["ps", "-o", "args=", "--ppid", str(os.getpid())],
+                         capture_output=True, text=True, check=False)
     return [line for line in out.stdout.splitlines() if "pgsteady-lab-" in line]
+
+
+def _processes_using(workdir: Path) -> list[str]:
+    """Any process on the machine whose command line names ``workdir`` (a lab's own dir)."""
+    out = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if str(workdir) in line]
 
 
 def test_missing_binaries_say_how_to_install(monkeypatch, tmp_path):
@@ -66,12 +75,15 @@ def test_initdb_failure_is_one_line(monkeypatch):
     assert _lab_processes() == []
 
 
-def test_unwritable_directory_is_named(tmp_path):
-    """A base directory we cannot create is named in the error with the fix (--dir)."""
+def test_missing_directory_is_named_not_created(tmp_path):
+    """A base directory that does not exist is named in the error with the fix (--dir), and
+    is not created."""
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(LabError, match=r"cannot create the lab directory under .*--dir"):
-        Cluster(base_dir=blocker / "sub").start()
+    for missing in (blocker / "sub", tmp_path / "a" / "b"):
+        with pytest.raises(UsageError, match=r"is not an existing directory; .*--dir"):
+            Cluster(base_dir=missing).start()
+    assert not (tmp_path / "a").exists()
 
 
 def test_cli_reports_bad_environment_in_one_line(tmp_path):
@@ -92,7 +104,6 @@ def test_cli_reports_bad_environment_in_one_line(tmp_path):
 def test_lab_up_prints_dsns_and_cleans_up_on_ctrl_c():
     """`pgsteady lab up` prints working DSNs, stays up, and on SIGINT stops every server and
     removes its directory."""
-    import re
     import signal
     import time
 
@@ -116,4 +127,4 @@ def test_lab_up_prints_dsns_and_cleans_up_on_ctrl_c():
             proc.kill()
     time.sleep(0.2)
     assert not workdir.exists()
-    assert not [p for p in _lab_processes() if re.search(re.escape(str(workdir)), p)]
+    assert not _processes_using(workdir)

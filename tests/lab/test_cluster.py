@@ -62,10 +62,10 @@ def test_stall_holds_a_running_query(pgsteady_stack):
     assert 0.45 <= held < 3.0
 
 
-def test_blackhole_makes_a_connection_attempt_time_out(pgsteady_proxy):
+def test_blackhole_makes_a_connection_attempt_time_out(pgsteady_proxy, pgsteady_postgres):
     """While black-holed, the proxy accepts but never answers: connect_timeout fires."""
     pgsteady_proxy.blackhole(True)
-    dsn = f"host=127.0.0.1 port={pgsteady_proxy.port} dbname=postgres user=postgres"
+    dsn = pgsteady_postgres.dsn(port=pgsteady_proxy.port)
     start = time.monotonic()
     with pytest.raises(psycopg.OperationalError, match="timeout"):
         psycopg.connect(dsn, connect_timeout=2)
@@ -76,9 +76,9 @@ def test_blackhole_makes_a_connection_attempt_time_out(pgsteady_proxy):
     assert pgsteady_proxy.stats().blackholed >= 1
 
 
-def test_reset_closes_every_connection(pgsteady_proxy):
+def test_reset_closes_every_connection(pgsteady_proxy, pgsteady_postgres):
     """reset() aborts live connections; new ones still work afterwards."""
-    dsn = f"host=127.0.0.1 port={pgsteady_proxy.port} dbname=postgres user=postgres"
+    dsn = pgsteady_postgres.dsn(port=pgsteady_proxy.port)
     with psycopg.connect(dsn) as conn:
         conn.execute("select 1")
         pgsteady_proxy.reset()
@@ -98,9 +98,9 @@ def test_seed_step_2_cancel_dropped_then_server_connection_destroyed(pgsteady_st
     async def scenario() -> None:
         port = cluster.pgbouncer.port
         holder = await WireConnection.connect("127.0.0.1", port, user="postgres",
-                                              dbname="postgres")
+                                              dbname="postgres", password=cluster.pgbouncer.password)
         queued = await WireConnection.connect("127.0.0.1", port, user="postgres",
-                                              dbname="postgres")
+                                              dbname="postgres", password=cluster.pgbouncer.password)
         holder.send_query("select pg_sleep(1.5)")
         await asyncio.sleep(0.2)
         queued.send_query("select 1")  # parked by PgBouncer: the only server is busy

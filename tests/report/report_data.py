@@ -49,3 +49,34 @@ def lock_queue(strategies: tuple[str, ...] = ("naive", "steady"), seconds: int =
 def write(path: Path, data: dict[str, Any]) -> Path:
     path.write_text(json.dumps(data))
     return path
+
+
+def phase_map() -> dict[str, Any]:
+    """The shape `pgsteady sim phase-map` writes: probabilities per strategy, rows by y."""
+    return {"schema_version": 1, "scenario": "phase-map", "source": "sim",
+            "config": {"pool_size": 4, "connect_latency": 0.05, "deadline": 0.05, "runs": 4},
+            "x": {"knob": "pool-size", "values": [2, 4, 8]},
+            "y": {"knob": "connect-latency", "values": [0.01, 0.05, 0.1]},
+            "runs": 4,
+            "collapse_probability": {"naive": [[1.0, 0.25, 0.0], [1.0, 0.75, 0.25],
+                                               [1.0, 1.0, 0.5]],
+                                     "steady": [[0.0] * 3, [0.0] * 3, [0.0] * 3]}}
+
+
+def sim_validate() -> dict[str, Any]:
+    """The shape `pgsteady sim validate --json` writes: lab against model, cell by cell."""
+    def side(verdict: str, thirds: list[float]) -> dict[str, Any]:
+        return {"verdict": verdict, "collapsed": int(verdict == "collapsed"), "runs": 3,
+                "answered_per_second_thirds": thirds, "server_connections_opened": 0.0}
+    cells = [{"pool_size": 4, "connect_latency": 0.05, "stall": 0.0, "strategy": "naive",
+              "pgbench_tps": 620.0, "calibrated_round_trip": 0.0006,
+              "lab": side("collapsed", [700, 20, 0]), "model": side("collapsed", [690, 15, 0]),
+              "verdicts_agree": True, "answered_difference": None},
+             {"pool_size": 4, "connect_latency": 0.05, "stall": 0.0, "strategy": "steady",
+              "pgbench_tps": 620.0, "calibrated_round_trip": 0.0006,
+              "lab": side("held", [600, 610, 600]), "model": side("held", [620, 615, 620]),
+              "verdicts_agree": True, "answered_difference": 0.033}]
+    return {"schema_version": 1, "scenario": "sim-validate", "verdict_agreement": 1.0,
+            "worst_answered_difference": 0.033,
+            "bars": {"verdict_agreement": 0.9, "answered_difference": 0.1}, "passed": True,
+            "cells": cells}

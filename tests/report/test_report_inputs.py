@@ -129,3 +129,20 @@ def test_json_keeps_its_place_in_the_summary(tmp_path):
         assert f'<section id="{anchor}">' in html and f'href="#{anchor}"' in html
     summary = html.split("<nav")[0]
     assert summary.index("steady") < summary.index("naive")
+
+
+def test_model_outputs_get_a_phase_map_and_a_validation_table(tmp_path):
+    """A phase map (its runs a count, not a list) and a validation file: a heatmap per
+    strategy with numbers in its cells and the seed's cell outlined, and the lab-vs-model
+    table, both summed up in the verdict table."""
+    from report_data import phase_map, sim_validate
+
+    pm = write(tmp_path / "phase-map.json", phase_map())
+    sv = write(tmp_path / "validate.json", sim_validate())
+    html = build_report([str(pm), str(sv)], tmp_path / "index.html").read_text()
+    assert html.count('class="chart heatmap"') == 2
+    assert html.count('class="seed-mark"') == 2          # pool 4, 50 ms: the seed's cell
+    assert "At the seed's setting: 75% of runs collapse." in html
+    assert "phase-map (model)" in html and "sim-validate (model)" in html
+    assert "verdicts agree in 100% of cells" in html and "the model passes" in html
+    assert "collapses somewhere in 89% of the map" in html

@@ -41,10 +41,10 @@ def test_recovers_after_postgres_restart(make_db):
         assert db.stats().in_flight == 0 or db.stats().running <= 2
 
 
-def test_recovers_after_blackhole_ends(make_db, pgsteady_proxy):
+def test_recovers_after_blackhole_ends(make_db, pgsteady_proxy, pgsteady_postgres):
     """While the network swallows traffic, calls end at their deadline; afterwards they work
     again without a restart."""
-    dsn = f"host=127.0.0.1 port={pgsteady_proxy.port} dbname=postgres user=postgres"
+    dsn = pgsteady_postgres.dsn(port=pgsteady_proxy.port)
     db = make_db(dsn, pool_size=2, connect_timeout=3)
     db.wait(10)
     pgsteady_proxy.blackhole(True)
@@ -72,11 +72,11 @@ def test_recovers_after_pgbouncer_restart(make_db, pgsteady_stack):
     _works_again(db, within=15)
 
 
-def test_a_failed_wait_leaves_the_database_usable(make_db, pgsteady_proxy):
+def test_a_failed_wait_leaves_the_database_usable(make_db, pgsteady_proxy, pgsteady_postgres):
     """wait() timing out while the network is black-holed raises CannotConnect, and the
     Database connects by itself once the network is back."""
     pgsteady_proxy.blackhole(True)
-    dsn = f"host=127.0.0.1 port={pgsteady_proxy.port} dbname=postgres user=postgres"
+    dsn = pgsteady_postgres.dsn(port=pgsteady_proxy.port)
     db = make_db(dsn, pool_size=1, connect_timeout=2)
     with pytest.raises(CannotConnect, match="keeps trying"):
         db.wait(0.5)

@@ -1,16 +1,23 @@
 """The ``pgsteady`` command: one module per verb, errors as one line, documented exit codes.
 
 Exit codes: 0 ok, 1 findings or failure, 2 usage error, 3 cannot connect.
+
+Errors are handled here, once, for every verb: one line on stderr and, when the command line
+asks for JSON (``--json``, ``--format json``), also ``{"schema_version": 1, "error": {...}}``
+on stdout, so a program reading stdout never gets nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
+import itertools
+import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from pgsteady._errors_root import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady._version import __version__
@@ -33,17 +40,104 @@ def _chosen_verb(argv: Sequence[str]) -> str | None:
 
 
 def scrub(text: str) -> str:
-    """:func:`pgsteady.settings.scrub`, imported when an error is printed."""
+    """:func:`pgsteady.settings.scrub`, imported when an error is printed (psycopg's
+    conninfo comes with it)."""
     from pgsteady.settings import scrub as scrub_dsn
 
     return scrub_dsn(text)
+
+
+def describe(exc: BaseException) -> str:
+    """:func:`pgsteady.settings.describe`, imported when a database error is printed."""
+    from pgsteady.settings import describe as describe_error
+
+    return describe_error(exc)
+
+
+ERROR_SCHEMA_VERSION = 1
+
+
+class _UsageExit(Exception):
+    """A command-line usage error, raised by the parser that found it (so it names its own
+    ``--help``: ``pgsteady lab pool-drain --help``, not ``pgsteady --help``)."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
 
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line (the full usage is one ``--help`` away)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise _UsageExit(self.prog, message)
+
+
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)parser of the verb the command line chose, e.g. ``pgsteady lab pool-drain``."""
+    current = parser
+    while True:
+        # argparse keeps its sub-command table in a private action type; reading it is the
+        # only way back from a parsed Namespace to the parser that knows the verb's options.
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or chosen not in subs[0].choices:
+            return current
+        current = subs[0].choices[chosen]
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    tokens = list(argv)
+    return any(t == "--json" or t.startswith("--json=") or t == "--format=json"
+               for t in tokens) or any(a == "--format" and b == "json"
+                                       for a, b in itertools.pairwise(tokens))
+
+
+class _Watched(io.TextIOBase):
+    """stdout, noting whether the verb wrote anything to it."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self.written = False
+
+    def write(self, text: str) -> int:
+        self.written = self.written or bool(text)
+        return self.inner.write(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> object:  # buffer, errors, ...: the real stdout's
+        return getattr(self.inner, name)
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.inner.encoding
+
+
+def _fail(code: int, line: str, kind: str, *, as_json: bool) -> int:
+    """Report an error: one line on stderr; with JSON asked for, an error object on stdout,
+    unless the verb has written its own output there already."""
+    print(line, file=sys.stderr)
+    out = sys.stdout
+    if isinstance(out, _Watched):
+        sys.stdout = out.inner
+        as_json = as_json and not out.written
+    if as_json:
+        message = line.split(": ", 2)[-1] if line.startswith("pgsteady") else line
+        print(json.dumps({"schema_version": ERROR_SCHEMA_VERSION,
+                          "error": {"type": kind, "exit_code": code, "message": message}}),
+              flush=True)
+    return code
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -63,36 +157,47 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_chosen_verb(arguments))
-    args = parser.parse_args(arguments)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(argv)
+    parser = build_parser(_chosen_verb(argv))
+    try:
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            _leaf(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
+    except _UsageExit as exc:
+        # SystemExit, as argparse itself does: callers of main() have always seen that.
+        raise SystemExit(_fail(EXIT_USAGE, f"{exc.prog}: error: {scrub(str(exc))} "
+                               f"(see {exc.prog} --help)", "UsageError", as_json=as_json)) \
+            from None
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(name)s: %(message)s", stream=sys.stderr)
+    out = _Watched(sys.stdout)
+    sys.stdout = out  # a verb that already wrote its JSON (its error in it) gets no second one
     try:
         code: int = args.run(args)
     except KeyboardInterrupt:
-        print("pgsteady: interrupted", file=sys.stderr)
-        return 130
+        return _fail(130, "pgsteady: interrupted", "KeyboardInterrupt", as_json=as_json)
     except PgsteadyError as exc:
-        print(f"pgsteady: error: {scrub(str(exc))}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(exc.exit_code, f"pgsteady: error: {scrub(str(exc))}", type(exc).__name__,
+                     as_json=as_json)
     except Exception as exc:
         psycopg: Any = sys.modules.get("psycopg")  # only a verb that imported it can raise it
         if psycopg is None or not isinstance(exc, psycopg.Error):
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         sqlstate = getattr(exc, "sqlstate", None)
+        kind = type(exc).__name__
         if isinstance(exc, psycopg.OperationalError) and (sqlstate is None
                                                          or sqlstate.startswith("08")):
-            print(f"pgsteady: cannot connect: {scrub(first)}", file=sys.stderr)
-            return EXIT_CANNOT_CONNECT
+            return _fail(EXIT_CANNOT_CONNECT, f"pgsteady: cannot connect: {describe(exc)}",
+                         kind, as_json=as_json)
         if isinstance(exc, psycopg.ProgrammingError) and exc.sqlstate is None:
             # Raised by the client itself, e.g. for a DSN libpq cannot parse; its message may
             # quote the DSN, password included, so it is not repeated.
-            print("pgsteady: error: invalid connection string; check --dsn or PGSTEADY_DSN",
-                  file=sys.stderr)
-            return EXIT_USAGE
-        print(f"pgsteady: database error ({sqlstate or type(exc).__name__}): {scrub(first)}",
-              file=sys.stderr)
-        return EXIT_FAILURE
+            return _fail(EXIT_USAGE, "pgsteady: error: invalid connection string; check --dsn "
+                         "or PGSTEADY_DSN", kind, as_json=as_json)
+        return _fail(EXIT_FAILURE, f"pgsteady: database error ({sqlstate or kind}): "
+                     f"{describe(exc)}", kind, as_json=as_json)
+    finally:
+        if sys.stdout is out:
+            sys.stdout = out.inner
     return code

@@ -25,11 +25,16 @@ def register(verbs: Any) -> None:
         description="Start a throwaway PostgreSQL and a PgBouncer in front of it, print the "
                     "direct, pooled and admin DSNs, and keep them up until Ctrl-C.")
     up.add_argument("--pool-mode", default="transaction",
-                    choices=["session", "transaction", "statement"])
-    up.add_argument("--pool-size", type=_args.positive_int, default=4)
-    up.add_argument("--min-pool-size", type=_args.non_negative_int, default=0)
-    up.add_argument("--max-client-conn", type=_args.positive_int, default=1000)
-    up.add_argument("--query-wait-timeout", type=_args.duration, default=120.0)
+                    choices=["session", "transaction", "statement"],
+                    help="PgBouncer's pool_mode (default: transaction)")
+    up.add_argument("--pool-size", type=_args.positive_int, default=4,
+                    help="PgBouncer's default_pool_size: server connections per pool (4)")
+    up.add_argument("--min-pool-size", type=_args.non_negative_int, default=0,
+                    help="server connections PgBouncer keeps open while it has clients (0)")
+    up.add_argument("--max-client-conn", type=_args.positive_int, default=1000,
+                    help="client connections PgBouncer accepts (1000)")
+    up.add_argument("--query-wait-timeout", type=_args.duration, default=120.0,
+                    help="how long PgBouncer lets a client wait for a server (120s)")
     up.add_argument("--proxy", action="store_true",
                     help="put the fault proxy between PgBouncer and PostgreSQL")
     up.add_argument("--connect-latency", type=_args.duration, default=0.0,
@@ -37,7 +42,8 @@ def register(verbs: Any) -> None:
     up.add_argument("--pg-port", type=_args.port, help="PostgreSQL port (default: a free one)")
     up.add_argument("--pgbouncer-port", type=_args.port,
                     help="PgBouncer port (default: a free one)")
-    up.add_argument("--dir", help="where to create the lab directory (default: the temp dir)")
+    up.add_argument("--dir", help="an existing directory to create the lab's private "
+                                  "directory in (default: the temp dir)")
     up.add_argument("--keep", action="store_true", help="keep the data directory afterwards")
     up.add_argument("--once", action="store_true",
                     help="run one query through PgBouncer, print versions and logs, shut down")
@@ -45,24 +51,31 @@ def register(verbs: Any) -> None:
 
     drain = scenarios.add_parser(
         "pool-drain", help="reproduce the PgBouncer pool drain and show the fix side by side",
-        description="Reproduce seed 000: short deadlines through PgBouncer with a 50 ms "
-                    "connection cost and a burst. Runs pgbench for the ceiling, then each "
-                    "strategy, and prints per-second tables and a summary.")
+        description="Reproduce the pool-drain outage (docs/outages.md): short deadlines "
+                    "through PgBouncer with a 50 ms connection cost and a burst. Runs pgbench "
+                    "for the ceiling, then each strategy, and prints per-second tables and a "
+                    "summary.")
     drain.add_argument("--strategy", default="naive,steady",
                        help="comma-separated: naive, cancel, psycopg, steady, steady-async "
                             "(default: naive,steady)")
-    drain.add_argument("--pool-size", type=_args.non_negative_int, default=4)
+    drain.add_argument("--pool-size", type=_args.non_negative_int, default=4,
+                       help="PgBouncer's default_pool_size (4)")
     drain.add_argument("--min-pool-size", type=_args.non_negative_int,
                        help="server connections PgBouncer keeps open (default: the pool size)")
     drain.add_argument("--connect-latency", type=_args.duration, default=0.050,
                        help="cost of each new server connection, added by the proxy (50ms)")
-    drain.add_argument("--query-time", type=_args.duration, default=0.005)
-    drain.add_argument("--deadline", type=_args.duration, default=0.050)
-    drain.add_argument("--workers", type=_args.non_negative_int, default=10)
+    drain.add_argument("--query-time", type=_args.duration, default=0.005,
+                       help="how long each query runs on the server (5ms)")
+    drain.add_argument("--deadline", type=_args.duration, default=0.050,
+                       help="how long each caller waits for its answer (50ms)")
+    drain.add_argument("--workers", type=_args.non_negative_int, default=10,
+                       help="closed-loop workers running the whole time (10)")
     drain.add_argument("--burst", type=_args.burst, default=_args.Burst(30, 5.0, 10.0),
                        help="extra workers and when: 30@5s-10s (0 for none)")
-    drain.add_argument("--duration", type=_args.duration, default=15.0)
-    drain.add_argument("--runs", type=_args.non_negative_int, default=1)
+    drain.add_argument("--duration", type=_args.duration, default=15.0,
+                       help="length of each strategy's run (15s)")
+    drain.add_argument("--runs", type=_args.non_negative_int, default=1,
+                       help="runs per strategy (1)")
     drain.add_argument("--stall", type=_args.stall,
                        help="hold all proxy traffic once: 100ms@7s")
     drain.add_argument("--cancel-delay", type=_args.duration, default=0.1,
@@ -71,12 +84,20 @@ def register(verbs: Any) -> None:
                        help="how long pgbench runs for the ceiling (5s)")
     drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
     drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
-    drain.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
+    drain.add_argument("--dir", help="an existing directory to create the lab's private "
+                                     "directory in (default: the temp dir)")
     drain.set_defaults(run=run_pool_drain)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """SIGINT and SIGTERM end the run cleanly, also when started with ``&`` from a script
+    (which starts it with SIGINT ignored, and Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -86,7 +107,7 @@ def run_up(args: argparse.Namespace) -> int:
         proxy=args.proxy, connect_delay=args.connect_latency, pg_port=args.pg_port,
         pgbouncer_port=args.pgbouncer_port, base_dir=args.dir, keep=args.keep,
     )
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` shuts down as cleanly as Ctrl-C
+    _stop_on_signals()  # `kill` shuts down as cleanly as Ctrl-C
     with cluster:
         assert cluster.postgres is not None and cluster.pgbouncer is not None
         out = sys.stdout
@@ -99,7 +120,9 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"logs:    {cluster.postgres.log_path}", file=out)
         print(f"         {cluster.pgbouncer.log_path}", file=out)
         if args.once:
-            with psycopg.connect(cluster.pooled_dsn(), prepare_threshold=None) as conn:
+            # autocommit: a statement pooler refuses the transaction psycopg would open
+            with psycopg.connect(cluster.pooled_dsn(), prepare_threshold=None,
+                                 autocommit=True) as conn:
                 row = conn.execute("select version()").fetchone()
             pgb = cluster.pgbouncer.admin("SHOW VERSION")
             print(f"query through PgBouncer ok: {row[0] if row else '?'}", file=out)
@@ -134,7 +157,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
         parent = Path(path) if path == args.out else Path(path).resolve().parent
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)
     total = config.ceiling_duration + len(config.strategies) * config.runs * config.duration

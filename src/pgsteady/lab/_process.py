@@ -3,6 +3,10 @@
 PostgreSQL and PgBouncer refuse to run as root, so when we are root they run as an
 unprivileged OS user (Debian's packages create ``postgres``). Every child gets a
 parent-death signal, so even a ``kill -9`` of the Python process leaves no server behind.
+
+On Linux that signal fires when the *thread* that forked the child ends, not the process, so
+children are forked by the main thread or by one daemon thread that lives as long as the
+process (:func:`popen`): a cluster started from a short-lived thread keeps its servers.
 """
 
 from __future__ import annotations
@@ -14,21 +18,26 @@ import glob
 import logging
 import os
 import pwd
+import queue
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pgsteady.errors import LabError
 
 log = logging.getLogger("pgsteady.lab")
 
 _PR_SET_PDEATHSIG = 1
+_T = TypeVar("_T")
 _APT_HINT = "install it with: apt-get install -y postgresql pgbouncer (or run `make demo`)"
 
 
@@ -139,13 +148,56 @@ _prctl = ctypes.CDLL(None, use_errno=True).prctl
 def die_with_parent(sig: int) -> Callable[[], None]:
     """A ``preexec_fn`` that has the child receive ``sig`` when its parent exits.
 
-    The "parent" is the thread that started the child: start servers from a thread that
-    lives as long as they should (the main thread, as the CLI and the pytest plugin do).
+    The "parent" is the thread that forks the child: use :func:`popen`, which forks from a
+    thread that lives as long as the process.
     """
     def preexec() -> None:
         _prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
     return preexec
+
+
+class _Forker:
+    """A daemon thread that lives as long as the process and runs every fork for threads
+    that may end sooner (re-created after ``os.fork``, which does not copy threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = \
+            queue.SimpleQueue()
+        self._pid = 0
+
+    def call(self, fn: Callable[[], _T], timeout: float = 60.0) -> _T:
+        if threading.current_thread() is threading.main_thread():
+            return fn()
+        with self._lock:
+            if self._pid != os.getpid():
+                self._jobs = queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(self._jobs,), daemon=True,
+                                 name="pgsteady-lab-forker").start()
+                self._pid = os.getpid()
+        done: Future[_T] = Future()
+        self._jobs.put((fn, done))
+        return done.result(timeout)
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        while True:  # a daemon thread: ends with the process, which is the point
+            fn, done = jobs.get()
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(fn())
+                except BaseException as exc:
+                    done.set_exception(exc)
+
+
+_FORKER = _Forker()
+
+
+def popen(argv: Sequence[str], death_signal: int, **kwargs: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen`` with a parent-death signal tied to the process, not the thread."""
+    return _FORKER.call(lambda: subprocess.Popen(
+        list(argv), preexec_fn=die_with_parent(death_signal), **kwargs))  # noqa: PLW1509
 
 
 def spawn(
@@ -155,8 +207,8 @@ def spawn(
     """Start a server in its own session (Ctrl-C reaches us, not it), logging to a file."""
     with open(log_path, "ab") as out:
         who.chown(log_path)
-        return subprocess.Popen(
-            list(argv),
+        return popen(
+            argv, death_signal,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -166,7 +218,6 @@ def spawn(
             user=who.uid,
             group=who.gid,
             extra_groups=[] if who.uid is not None else None,
-            preexec_fn=die_with_parent(death_signal),  # noqa: PLW1509 - only calls prctl
         )
 
 

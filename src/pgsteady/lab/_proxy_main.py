@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 from pgsteady.errors import LabError
@@ -10,6 +11,8 @@ from pgsteady.lab.proxy import FaultProxy, serve_commands
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C reaches the whole process group; the parent stops us (stdin closes, SIGTERM).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     upstream, port, delay = int(argv[0]), int(argv[1]), float(argv[2])
     proxy = FaultProxy(upstream, port=port, connect_delay=delay)
     try:

@@ -2,10 +2,12 @@
 
 ``Cluster`` is the sandbox ``pgsteady lab up`` prints DSNs for; ``Postgres`` and ``PgBouncer``
 are its parts, usable alone (the pytest plugin shares one PostgreSQL across a session and
-starts a PgBouncer per test, as PgBouncer's own suite does). Everything lives in one temp
-directory, listens on 127.0.0.1 only, trusts local connections, and is stopped and removed on
-every way out: normal exit, exception, Ctrl-C, test failure, even ``kill -9`` of Python (the
-servers carry a parent-death signal; see ``_process``).
+starts a PgBouncer per test, as PgBouncer's own suite does). Everything lives in one private
+temp directory and listens on 127.0.0.1 only. Only the owner gets in: SCRAM-SHA-256 with a
+random password per cluster, kept in a 0600 passfile the DSNs name (see ``_auth``), so DSNs
+carry no secret and work as they are. Everything is stopped and removed on every way out:
+normal exit, exception, Ctrl-C, test failure, even ``kill -9`` of Python (the servers carry a
+parent-death signal; see ``_process``).
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from typing import Any, Self, TypeVar
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
-from pgsteady.errors import LabError
+from pgsteady.errors import LabError, UsageError
 from pgsteady.inspect.pgbouncer import LogReader, admin
-from pgsteady.lab import _process
+from pgsteady.lab import _auth, _process
 from pgsteady.lab._process import Binaries, RunAs
 from pgsteady.lab.proxy import FaultProxy, ProxyProcess
 
@@ -56,12 +59,39 @@ def _conf_value(value: Setting) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+def _dsn(port: int, dbname: str, passfile: Path, params: Mapping[str, Any]) -> str:
+    """A libpq DSN naming the passfile, not the password; ``params`` add or override keys."""
+    base: dict[str, Any] = {"host": "127.0.0.1", "port": port, "dbname": dbname,
+                            "user": SUPERUSER, "passfile": str(passfile)}
+    return make_conninfo("", **{**base, **params})
+
+
+def _password_for(passfile: Path) -> str:
+    """The password of an existing cluster directory, or a new one."""
+    if passfile.exists():
+        return _auth.read_passfile(passfile, SUPERUSER)
+    return _auth.new_password()
+
+
+_OWNER = "owner.pid"
+_PREFIXES = ("pgsteady-lab-", "pgsteady-test-")
+_SWEEP_LIMIT = 1000
+
+
 def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgsteady-lab-") -> Path:
-    """A fresh private directory the servers' OS user owns; a clear error if we cannot."""
+    """A fresh private directory the servers' OS user owns; a clear error if we cannot.
+
+    ``base_dir`` must exist: a mistyped ``--dir`` is refused, not created. Directories that
+    killed labs left there (their owner process is gone) are removed first.
+    """
     base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
+    if not base.is_dir():
+        raise UsageError(f"{base} is not an existing directory; create it first or pass "
+                         f"another --dir")
+    sweep_stale(base)
     try:
-        base.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+        (path / _OWNER).write_text(_process_identity(os.getpid()) or "")
     except OSError as exc:
         raise LabError(f"cannot create the lab directory under {base}: {exc.strerror}; "
                        f"pass a writable directory (--dir) instead") from None
@@ -71,6 +101,42 @@ def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgstead
         raise LabError(f"{base} is not reachable by OS user {who.user!r}, which runs the "
                        f"servers; pass a directory it can enter (--dir), e.g. /tmp")
     return path
+
+
+def _process_identity(pid: int) -> str | None:
+    """``"pid starttime"`` (a pid the kernel reuses gets a new start time); None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def sweep_stale(base: Path) -> list[Path]:
+    """Remove lab directories under ``base`` whose owner process no longer runs (a ``kill -9``
+    leaves them: 40 MB each). Only ours: other users' are not ours to judge, and a
+    directory without an owner file is left alone."""
+    removed: list[Path] = []
+    try:
+        entries = [e for _, e in zip(range(_SWEEP_LIMIT), os.scandir(base), strict=False)]
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(_PREFIXES) or not entry.is_dir(follow_symlinks=False):
+            continue
+        owner = Path(entry.path) / _OWNER
+        try:
+            recorded = owner.read_text().strip()
+        except OSError:
+            continue
+        pid = recorded.split()[0] if recorded else ""
+        if not pid.isdigit() or owner.stat().st_uid != os.geteuid():
+            continue
+        if _process_identity(int(pid)) != recorded:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            log.info("removed %s, left by a lab whose process is gone", entry.path)
+            removed.append(Path(entry.path))
+    return removed
 
 
 def _reachable_by(path: Path, who: RunAs) -> bool:
@@ -99,38 +165,49 @@ class Postgres:
         self.workdir = workdir
         self.data_dir = workdir / "pgdata"
         self.log_path = workdir / "postgres.log"
+        self.passfile = workdir / _auth.PASSFILE
+        self.password = _password_for(self.passfile)
         self._fixed_port = port
         self.port = port or 0
         self.settings = {**FAST_PG_SETTINGS, **(settings or {})}
         self._proc: subprocess.Popen[bytes] | None = None
 
     def dsn(self, dbname: str = "postgres", **params: Any) -> str:
-        """A libpq DSN for this server; extra keywords (application_name=...) are appended."""
-        parts = [f"host=127.0.0.1 port={self.port} dbname={dbname} user={SUPERUSER}"]
-        parts += [f"{k}={v}" for k, v in params.items()]
-        return " ".join(parts)
+        """A libpq DSN for this server, secret-free (it names the passfile); extra keywords
+        (``application_name=...``, or ``port=`` of a proxy in front) are added or override."""
+        return _dsn(self.port, dbname, self.passfile, params)
 
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
     def initdb(self) -> None:
-        out = subprocess.run(
-            [str(self.binaries.initdb), "-D", str(self.data_dir), "-U", SUPERUSER,
-             "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"],
-            capture_output=True, text=True, cwd=self.workdir, check=False,
-            user=self.who.uid, group=self.who.gid,
-            extra_groups=[] if self.who.uid is not None else None,
-        )
+        # initdb stores an already-hashed password as it is: the server's OS user never sees
+        # the password itself, and PgBouncer can be given the very same secret.
+        pwfile = self.workdir / "initdb.pw"
+        _auth.write_private(pwfile, _auth.scram_secret(self.password) + "\n", self.who)
+        try:
+            out = subprocess.run(
+                [str(self.binaries.initdb), "-D", str(self.data_dir), "-U", SUPERUSER,
+                 "--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8",
+                 "--locale=C", "--no-sync", "--no-instructions"],
+                capture_output=True, text=True, cwd=self.workdir, check=False,
+                user=self.who.uid, group=self.who.gid,
+                extra_groups=[] if self.who.uid is not None else None,
+            )
+        finally:
+            pwfile.unlink(missing_ok=True)
         if out.returncode != 0:
             last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["no output"]
             raise LabError(f"initdb failed (exit {out.returncode}): {last[0]}; "
                            f"check that {self.workdir} is writable by the server's OS user")
         (self.data_dir / "pg_hba.conf").write_text(
-            "# pgsteady lab: trust, loopback and the private socket only\n"
-            "local all all trust\n"
-            "host  all all 127.0.0.1/32 trust\n"
+            "# pgsteady lab: its owner only (SCRAM, password in the owner's passfile)\n"
+            "local all all scram-sha-256\n"
+            "host  all all 127.0.0.1/32 scram-sha-256\n"
         )
+        if not self.passfile.exists():
+            _auth.write_passfile(self.passfile, SUPERUSER, self.password, self.workdir)
 
     def _write_settings(self) -> None:
         lines = [
@@ -204,8 +281,11 @@ class PgBouncer:
         pool_size: int = 4, min_pool_size: int = 0, max_client_conn: int = 1000,
         query_wait_timeout: float = 120, port: int | None = None,
         settings: Mapping[str, Setting] | None = None, users: Iterable[str] = (),
-        binaries: Binaries | None = None, who: RunAs | None = None,
+        binaries: Binaries | None = None, who: RunAs | None = None, password: str | None = None,
     ) -> None:
+        """``password``: the upstream PostgreSQL's (``Postgres.password``); PgBouncer asks its
+        clients for the same one. Extra ``users`` log in with it too (create their roles with
+        it), in plain text in PgBouncer's private auth file."""
         if pool_mode not in ("session", "transaction", "statement"):
             raise LabError(f"unknown pool_mode {pool_mode!r}; use session, transaction or "
                            f"statement")
@@ -224,6 +304,8 @@ class PgBouncer:
             **(settings or {}),
         }
         self.users = {SUPERUSER, *users}
+        self.passfile = workdir / _auth.PASSFILE
+        self.password = password or _password_for(self.passfile)
         self._fixed_port = port
         self.port = port or 0
         self.ini_path = workdir / "pgbouncer.ini"
@@ -232,9 +314,8 @@ class PgBouncer:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def dsn(self, dbname: str = "postgres", **params: Any) -> str:
-        parts = [f"host=127.0.0.1 port={self.port} dbname={dbname} user={SUPERUSER}"]
-        parts += [f"{k}={v}" for k, v in params.items()]
-        return " ".join(parts)
+        """A libpq DSN through this PgBouncer, secret-free (it names the passfile)."""
+        return _dsn(self.port, dbname, self.passfile, params)
 
     @property
     def admin_dsn(self) -> str:
@@ -256,7 +337,7 @@ class PgBouncer:
             "listen_addr": "127.0.0.1",
             "listen_port": self.port,
             "unix_socket_dir": "",
-            "auth_type": "trust",
+            "auth_type": "scram-sha-256",
             "auth_file": str(self.workdir / "userlist.txt"),
             "admin_users": SUPERUSER,
             "stats_users": SUPERUSER,
@@ -270,10 +351,16 @@ class PgBouncer:
         body = [f"[databases]\n* = host=127.0.0.1 port={self.upstream_port}\n", "[pgbouncer]"]
         body += [f"{k} = {_ini_value(v)}" for k, v in settings.items()]
         self.ini_path.write_text("\n".join(body) + "\n")
-        userlist = self.workdir / "userlist.txt"
-        userlist.write_text("".join(f'"{u}" ""\n' for u in sorted(self.users)))
-        for path in (self.ini_path, userlist):
-            self.who.chown(path)
+        self.who.chown(self.ini_path)
+        # The owner's SCRAM secret, as PostgreSQL has it: PgBouncer logs in to the server with
+        # the keys of the client's own exchange. Other users need the password itself.
+        entries = {u: self.password for u in self.users}
+        entries[SUPERUSER] = _auth.scram_secret(self.password)
+        _auth.write_private(self.workdir / "userlist.txt",
+                            "".join(f'"{u}" "{entries[u]}"\n' for u in sorted(entries)),
+                            self.who)
+        if not self.passfile.exists():
+            _auth.write_passfile(self.passfile, SUPERUSER, self.password)
 
     def start(self) -> Self:
         if self._fixed_port:
@@ -383,7 +470,7 @@ class Cluster:
                 self.proxy = kind(upstream, connect_delay=self._connect_delay).start()
                 upstream = self.proxy.port
             self.pgbouncer = PgBouncer(self.dir, upstream, binaries=self.binaries, who=self.who,
-                                       **self._bouncer_args)
+                                       password=self.postgres.password, **self._bouncer_args)
             self.pgbouncer.start()
         except BaseException:
             self.stop()

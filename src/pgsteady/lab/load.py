@@ -1,9 +1,9 @@
 """The load driver: closed-loop workers, each strategy a faithful model of one client.
 
-Every worker runs back-to-back queries (closed loop, as in seed 000) from its start to its
-stop time and records, in whole seconds since the run began, whether its caller got an
-answer within the deadline, timed out, or was rejected. What the database actually finished
-is counted elsewhere, on the server.
+Every worker runs back-to-back queries (closed loop, as in the pool-drain outage told in
+docs/outages.md) from its start to its stop time and records, in whole seconds since the run
+began, whether its caller got an answer within the deadline, timed out, or was rejected.
+What the database actually finished is counted elsewhere, on the server.
 
 Strategies — what each does when the deadline passes:
 
@@ -34,12 +34,15 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import DeadlineExceeded, Overloaded, PgsteadyError
+from pgsteady.lab._auth import read_passfile
 from pgsteady.lab.wire import WireConnection, WireError
 from pgsteady.runner import Database
 
@@ -59,6 +62,12 @@ class Target:
     deadline: float
     pool_size: int
     cancel_delay: float = 0.1
+    passfile: str | None = None  # the lab's libpq passfile: where the password is
+
+    def conninfo(self) -> str:
+        params = {"passfile": self.passfile} if self.passfile else {}
+        return make_conninfo("", host=self.host, port=self.port, dbname=self.dbname,
+                             user=self.user, **params)
 
 
 @dataclass
@@ -88,6 +97,8 @@ class Driver:
             raise ValueError(f"unknown strategy {strategy!r}")
         self.strategy = strategy
         self.target = target
+        self._password = (read_passfile(Path(target.passfile), target.user)
+                          if target.passfile else None)
         self.t0 = t0
         self.series = Series()
         self.db: AsyncDatabase | None = None
@@ -104,7 +115,7 @@ class Driver:
         tasks: list[asyncio.Task[None]] = []
         try:
             t = self.target
-            conninfo = f"host={t.host} port={t.port} dbname={t.dbname} user={t.user}"
+            conninfo = t.conninfo()
             if self.strategy == "steady-async":
                 self.db = AsyncDatabase(conninfo, pool_size=t.pool_size, pooler="transaction",
                                         service="pgsteady-lab")
@@ -142,7 +153,8 @@ class Driver:
 
     async def _connect(self) -> WireConnection:
         t = self.target
-        return await WireConnection.connect(t.host, t.port, user=t.user, dbname=t.dbname)
+        return await WireConnection.connect(t.host, t.port, user=t.user, dbname=t.dbname,
+                                            password=self._password)
 
     async def _wire_worker(self, stop_at: float, on_deadline: str) -> None:
         conn: WireConnection | None = None
@@ -165,6 +177,7 @@ class Driver:
         """Run one query; return the connection to keep using, or None if it was closed."""
         conn.send_query(self.target.query)
         result = asyncio.ensure_future(conn.read_result())
+        result.add_done_callback(_retrieved)
         try:
             await asyncio.wait_for(asyncio.shield(result), self.target.deadline)
         except TimeoutError:
@@ -254,3 +267,10 @@ class Driver:
                 time.sleep(0.01)
             with self._count_lock:
                 counter[self._second()] += 1
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark a result as seen: a run interrupted mid-query (Ctrl-C) leaves some unawaited, and
+    asyncio would print each one's error as a traceback."""
+    if not future.cancelled():
+        future.exception()

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self, TextIO
 
 from pgsteady.errors import LabError
-from pgsteady.lab._process import die_with_parent
+from pgsteady.lab._process import popen
 
 log = logging.getLogger("pgsteady.lab.proxy")
 
@@ -299,9 +299,8 @@ class ProxyProcess:
         self._lock = threading.Lock()
 
     def start(self) -> Self:
-        self._proc = subprocess.Popen(
-            self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-            preexec_fn=die_with_parent(signal.SIGTERM))  # noqa: PLW1509 - only calls prctl
+        self._proc = popen(self._argv, signal.SIGTERM, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, bufsize=1)
         try:
             self.port = int(self._read(30))
         except BaseException:

@@ -5,15 +5,18 @@ deadline passes: send a CancelRequest on a new connection, and/or send Terminate
 client connection, at a moment we choose. No Python driver exposes that (psycopg always waits
 for the cancelled query; asyncpg keeps the connection "cancelling"), and reconnecting
 thousands of times a second through a full driver would make the load driver the bottleneck.
-So this speaks just enough of protocol 3.0 — trust auth, simple Query, CancelRequest,
-Terminate — and nothing else. It is not a general-purpose driver.
+So this speaks just enough of protocol 3.0 — trust or SCRAM-SHA-256 auth (the lab's), simple
+Query, CancelRequest, Terminate — and nothing else. It is not a general-purpose driver.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pgsteady.errors import LabError
+from pgsteady.lab._auth import ScramClient
 
 _PROTOCOL_3 = 196608
 _CANCEL_REQUEST = 80877102
@@ -46,14 +49,16 @@ class WireConnection:
     writer: asyncio.StreamWriter
     backend_pid: int = 0
     backend_key: int = 0
+    password: str | None = field(default=None, repr=False)
+    _scram: ScramClient | None = field(default=None, repr=False)
 
     @classmethod
     async def connect(
         cls, host: str, port: int, *, user: str, dbname: str,
-        application_name: str | None = None,
+        application_name: str | None = None, password: str | None = None,
     ) -> WireConnection:
         reader, writer = await asyncio.open_connection(host, port)
-        conn = cls(host, port, reader, writer)
+        conn = cls(host, port, reader, writer, password=password)
         params = {"user": user, "database": dbname}
         if application_name:
             params["application_name"] = application_name
@@ -89,10 +94,35 @@ class WireConnection:
                 error = WireError(fields.get("M", "error"), fields.get("C"))
                 if startup:
                     raise error
-            elif kind == b"R" and struct.unpack("!I", payload[:4])[0] != 0:
-                raise WireError("the lab wire client supports only trust authentication")
+            elif kind == b"R":
+                self._authenticate(struct.unpack("!I", payload[:4])[0], payload[4:])
             elif kind == b"K":
                 self.backend_pid, self.backend_key = struct.unpack("!II", payload[:8])
+
+    def _authenticate(self, code: int, data: bytes) -> None:
+        """AuthenticationOk (0), or one step of SCRAM-SHA-256: SASL (10), continue, final."""
+        if code == 0:
+            return
+        if code == 10 and self.password is not None \
+                and ScramClient.MECHANISM.encode() in data.split(b"\0"):
+            self._scram = ScramClient(self.password)
+            first = self._scram.first()
+            body = ScramClient.MECHANISM.encode() + b"\0" + struct.pack("!i", len(first)) + first
+            self._send(b"p", body)
+        elif code in (11, 12) and self._scram is not None:
+            try:
+                if code == 11:
+                    self._send(b"p", self._scram.final(data))
+                else:
+                    self._scram.verify(data)
+            except LabError as exc:
+                raise WireError(str(exc)) from None
+        else:
+            raise WireError(f"the lab wire client cannot answer authentication request {code} "
+                            f"(it speaks trust and SCRAM-SHA-256 with a password)")
+
+    def _send(self, kind: bytes, body: bytes) -> None:
+        self.writer.write(kind + struct.pack("!I", len(body) + 4) + body)
 
     async def query(self, sql: str) -> list[list[bytes | None]]:
         """Send one simple Query and read its rows (as raw text values)."""

@@ -28,6 +28,7 @@ class Result:
 
     @property
     def runs(self) -> list[dict[str, Any]]:
+        """The per-run results (a phase map's ``runs`` is a count, not a list: none here)."""
         runs = self.data.get("runs")
         return runs if isinstance(runs, list) else []
 
@@ -81,11 +82,12 @@ def load(path: Path) -> Result:
     scenario = data["scenario"]
     if not isinstance(scenario, str) or not scenario:
         raise UsageError(f'{path}: "scenario" must be a name such as "pool-drain"')
-    source = data.get("source", "lab")
+    model_only = scenario in ("phase-map", "sim-validate") or scenario.startswith("sim-")
+    source = data.get("source", "sim" if model_only else "lab")
     if source not in ("lab", "sim"):
         raise UsageError(f'{path}: "source" is {source!r}; expected "lab" or "sim"')
     runs = data.get("runs")
-    if runs is not None:
+    if runs is not None and not (model_only and isinstance(runs, int)):
         if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
             raise UsageError(f'{path}: "runs" must be a list of objects')
         for index, run in enumerate(runs, 1):

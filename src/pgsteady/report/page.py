@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Callable
 from html import escape
 
 from pgsteady._version import __version__
-from pgsteady.report import sections
+from pgsteady.report import model_sections, sections
 from pgsteady.report.inputs import Result
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -108,9 +109,23 @@ document.querySelectorAll('figure').forEach(function (fig) {
 """
 
 
+RENDERERS: dict[str, Callable[[Result, str], str]] = {
+    "pool-drain": sections.pool_drain,
+    "lock-queue": sections.lock_queue,
+    "phase-map": model_sections.phase_map,
+    "sim-validate": model_sections.sim_validate,
+}
+
+
+def _section(result: Result, anchor: str) -> str:
+    return RENDERERS.get(result.scenario, sections.generic)(result, anchor)
+
+
 def _summary(results: list[Result], anchors: list[str]) -> str:
     rows = []
     for result, anchor in zip(results, anchors, strict=True):
+        link = f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>'
+        rows += [[link, escape(name), words] for name, words in model_sections.headline(result)]
         for strategy in sections.strategies(result):
             counts = sections.verdict_counts(result, strategy)
             total = sum(counts.values())
@@ -137,7 +152,7 @@ def render_page(results: list[Result], generated: dt.datetime | None = None) -> 
     body = "".join(
         f'<section id="{a}"><h2>{escape(sections.title_of(r))}</h2>'
         f'<p class="meta">From <code>{escape(r.path.name)}</code>.</p>'
-        f"{sections.render(r, a)}</section>"
+        f"{_section(r, a)}</section>"
         for r, a in zip(results, anchors, strict=True))
     return f"""<!doctype html>
 <html lang="en">

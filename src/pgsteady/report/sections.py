@@ -7,7 +7,7 @@ its runs' verdicts (the page shows whatever it is given). Renderers read JSON, n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
@@ -370,13 +370,3 @@ def generic(result: Result, anchor: str) -> str:
             f"<code>{escape(result.scenario)}</code>; its settings and verdicts follow.</p>"
             f"{versions_line(result)}{config_list(config) if isinstance(config, dict) else ''}"
             f"{runs}")
-
-
-RENDERERS: dict[str, Callable[[Result, str], str]] = {
-    "pool-drain": pool_drain,
-    "lock-queue": lock_queue,
-}
-
-
-def render(result: Result, anchor: str) -> str:
-    return RENDERERS.get(result.scenario, generic)(result, anchor)

@@ -15,6 +15,7 @@ Markers ``slow`` (long runs) and ``lab`` (lab scenarios) are registered here.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -50,13 +51,23 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def pgsteady_postgres() -> Iterator[Postgres]:
-    """One throwaway PostgreSQL for the whole session."""
+    """One throwaway PostgreSQL for the whole session.
+
+    Its DSNs name its passfile; ``PGPASSFILE`` is also pointed at it for the session (unless
+    already set), so a DSN a test writes by hand (``host=127.0.0.1 port=...``) still logs in.
+    """
     who = _process.run_as()
     workdir = make_workdir(None, who, prefix="pgsteady-test-")
     server = Postgres(workdir, who=who)
+    set_passfile = "PGPASSFILE" not in os.environ
     try:
-        yield server.start()
+        server.start()
+        if set_passfile:
+            os.environ["PGPASSFILE"] = str(server.passfile)
+        yield server
     finally:
+        if set_passfile:
+            os.environ.pop("PGPASSFILE", None)
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -1,4 +1,4 @@
-"""The pool-drain scenario (seed 000): short deadlines through PgBouncer, a burst, and what
+"""The pool-drain scenario (docs/outages.md): short deadlines through PgBouncer, a burst, and what
 each client strategy does to the pool — measured on the server, not in client bookkeeping.
 
 One PostgreSQL serves every run; each run gets a fresh PgBouncer and fault proxy (a collapsed
@@ -47,7 +47,7 @@ RECOVERED_ABOVE = 0.90   # last third back to >= 90% of the first third
 
 @dataclass(frozen=True)
 class PoolDrainConfig:
-    """The seed's values are the defaults."""
+    """The outage's values are the defaults."""
 
     strategies: tuple[str, ...] = ("naive", "steady")
     pool_size: int = 4
@@ -210,8 +210,7 @@ def _ceiling(server: Postgres, config: PoolDrainConfig) -> float:
         assert cluster.pgbouncer is not None
         out = subprocess.run(
             [str(pgbench), "-n", "-f", script.name, "-c", str(config.workers), "-j", "2",
-             "-T", str(max(1, round(config.ceiling_duration))), "-h", "127.0.0.1",
-             "-p", str(cluster.pgbouncer.port), "-U", "postgres", DBNAME],
+             "-T", str(max(1, round(config.ceiling_duration))), cluster.pooled_dsn(DBNAME)],
             capture_output=True, text=True, timeout=config.ceiling_duration + 60, check=False)
     m = _TPS.search(out.stdout)
     if out.returncode != 0 or not m:
@@ -263,7 +262,8 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         _warm(cluster, config)
         reader = cluster.pgbouncer.log_reader()
         target = Target("127.0.0.1", cluster.pgbouncer.port, DBNAME, "postgres", config.query,
-                        config.deadline, config.pool_size, config.cancel_delay)
+                        config.deadline, config.pool_size, config.cancel_delay,
+                        passfile=str(cluster.pgbouncer.passfile))
         cpu0 = time.process_time()
         t0 = time.monotonic() + 0.3  # leave the sampler time to connect
         epoch0 = time.time() + (t0 - time.monotonic())

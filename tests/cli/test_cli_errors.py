@@ -1,0 +1,122 @@
+"""Every verb: usage errors point to its own --help, --json gets errors as JSON too, too-long
+durations are usage errors, options say what they do, and the help cites the repo's docs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pgsteady.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
+PGSTEADY = [sys.executable, "-m", "pgsteady"]
+
+
+def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) \
+        -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+        return
+    for name, sub in subs[0].choices.items():
+        yield from _leaves(sub, (*path, name))
+
+
+LEAVES = list(_leaves(build_parser()))
+
+
+def _json_verbs() -> list[tuple[str, ...]]:
+    wanted = []
+    for path, parser in LEAVES:
+        for action in parser._actions:
+            if "--json" in action.option_strings or (
+                    "--format" in action.option_strings and "json" in (action.choices or ())):
+                wanted.append(path)
+    return wanted
+
+
+@pytest.mark.parametrize("path", [p for p, _ in LEAVES], ids=" ".join)
+def test_unrecognized_arguments_point_to_the_verbs_own_help(path, capsys):
+    """`pgsteady VERB --no-such-option` exits 2 in one line naming `pgsteady VERB --help`."""
+    with pytest.raises(SystemExit) as info:
+        main([*path, "--no-such-option"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"(see pgsteady {' '.join(path)} --help)" in err
+
+
+@pytest.mark.parametrize("path", _json_verbs(), ids=" ".join)
+def test_json_verbs_print_usage_errors_as_json_on_stdout(path, capsys):
+    """With --json (or --format json), a usage error also prints
+    {"schema_version": 1, "error": {...}} on stdout."""
+    flag = ["--json"] if any("--json" in a.option_strings for a in dict(LEAVES)[path]._actions) \
+        else ["--format", "json"]
+    if flag == ["--json"] and path == ("lab", "pool-drain"):
+        flag = ["--json", "out.json"]
+    with pytest.raises(SystemExit) as info:
+        main([*path, *flag, "--no-such-option"])
+    assert info.value.code == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema_version"] == 1
+    assert document["error"]["exit_code"] == 2
+    assert "--no-such-option" in document["error"]["message"]
+
+
+def test_runtime_errors_are_json_too():
+    """A failure after parsing (cannot connect: exit 3) also reaches stdout as JSON."""
+    out = subprocess.run([*PGSTEADY, "preflight", "--json", "--dsn",
+                          "host=127.0.0.1 port=1 connect_timeout=2", "--dir", str(ROOT)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 3, out.stderr
+    document = json.loads(out.stdout.strip().splitlines()[-1])
+    assert document["schema_version"] == 1 and document["error"]["exit_code"] == 3
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["lab", "pool-drain", "--deadline", "99999999h"],
+    ["lab", "up", "--query-wait-timeout", "3000000s"],
+    ["migrate", "--lock-timeout", "100000000000s"],
+])
+def test_too_long_durations_are_usage_errors(argv, capsys):
+    """A duration beyond what PostgreSQL or a wait can take exits 2 saying the maximum."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "too long; durations must be at most 596h" in capsys.readouterr().err
+
+
+def test_every_lab_option_says_what_it_does():
+    """Each option of every lab scenario has help text."""
+    for path, parser in LEAVES:
+        if path[0] != "lab":
+            continue
+        for action in parser._actions:
+            if action.option_strings and action.help != argparse.SUPPRESS:
+                assert action.help, (path, action.option_strings)
+
+
+def test_lab_up_once_in_statement_mode_reports_success():
+    """`lab up --pool-mode statement --once` runs its query and exits 0 (it used to open a
+    transaction PgBouncer refuses, then said "cannot connect")."""
+    out = subprocess.run([*PGSTEADY, "lab", "up", "--pool-mode", "statement", "--once"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "query through PgBouncer ok" in out.stdout
+
+
+def test_docs_cite_the_outages_page_not_the_seeds():
+    """README and help describe the outages in docs/outages.md, never `seeds/` files."""
+    readme = (ROOT / "README.md").read_text()
+    assert (ROOT / "docs" / "outages.md").is_file()
+    assert "docs/outages.md" in readme
+    for text in (readme, build_parser().format_help(),
+                 *(p.format_help() for _, p in LEAVES)):
+        assert "seeds/" not in text and "seed 000" not in text and "seed 002" not in text
