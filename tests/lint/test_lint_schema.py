@@ -146,3 +146,21 @@ def test_schema_replay_tracks_views_enums_partitions_and_drops():
     assert schema.tables[("public", "p1")].columns["at"] == ColumnType("date")
     assert ("public", "v") in schema.views
     assert ("public", "gone") not in schema.tables
+
+
+def test_history_option_on_the_command_line(tmp_path, capsys):
+    """`--history DIR` replays the files before the one checked: int->text is then an error,
+    and the checked file itself is not replayed twice."""
+    from pgsteady.cli import main
+
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    (folder / "0001_t.sql").write_text("CREATE TABLE t (id bigint PRIMARY KEY, pin integer);\n")
+    (folder / "0002_index.sql").write_text("CREATE INDEX t_pin ON t (pin);\n")
+    change = folder / "0003_type.sql"
+    change.write_text("ALTER TABLE t ALTER COLUMN pin TYPE text;\n")
+    assert main(["lint", "--no-cache", "--history", str(folder), str(change)]) == 1
+    out = capsys.readouterr().out
+    assert "from int4 to text" in out and "t_pin" not in out
+    assert main(["lint", "--no-cache", str(change)]) == 0  # unknown old type: a warning
+    assert "may rewrite" in capsys.readouterr().out
