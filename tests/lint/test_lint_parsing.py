@@ -114,3 +114,10 @@ def test_concurrently_inside_do_block_is_in_a_transaction():
     sql = "DO $$ BEGIN CREATE INDEX CONCURRENTLY i ON t (a); END $$;\n"
     report = Linter().lint_text("-- pgsteady: no-transaction\n" + sql, "m.sql")
     assert "concurrently-in-transaction" in [f.rule for f in report.findings]
+
+
+def test_meta_command_after_sql_on_a_line():
+    """`SELECT ... \\gset` ends the statement (psql sends it); the rest of the file is linted."""
+    sql = "SELECT count(*) AS n FROM t \\gset\nSELECT 'a\\b';\nCREATE INDEX i ON t (a);\n"
+    assert found(sql) == [(1, "psql-meta-command", "warning"),
+                          (3, "require-concurrent-index-creation", "error")]

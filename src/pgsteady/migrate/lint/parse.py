@@ -27,7 +27,7 @@ from pglast import parser as pg
 
 Node = dict[str, Any]
 
-_META = re.compile(r"^[ \t]*\\[A-Za-z!?.]", re.MULTILINE)
+_META = re.compile(r"\\[A-Za-z!?.]")
 _STACK_DEPTH = "stack depth limit exceeded"
 # Statement keywords: a parse error at one of these, first on its line, usually means the
 # line before lacks its ';'.
@@ -76,14 +76,15 @@ class ParseFailure(Exception):
 
 
 def blank_meta_commands(text: str) -> tuple[str, list[Note]]:
-    """psql meta-command lines replaced by spaces (same byte length), and notes on them.
+    """psql meta-commands (a backslash to the end of its line, as psql reads them) replaced by
+    spaces of the same byte length, and notes on them.
 
-    A backslash counts only where the scanner sees it as a token of its own at the start of a
-    line, not inside a string or a dollar-quoted body.
+    A backslash counts only where the scanner sees it as a token of its own, not inside a
+    string, a quoted name or a dollar-quoted body.
     """
     if "\\" not in text or not _META.search(text):
         return text, []
-    starts = {m.end() - 2 for m in _META.finditer(text)}
+    starts = {m.start() for m in _META.finditer(text)}
     try:
         tokens = pg.scan(text)
     except pg.ParseError:
@@ -98,13 +99,16 @@ def blank_meta_commands(text: str) -> tuple[str, list[Note]]:
     pieces: list[str] = []
     done = 0
     for start in lines:
-        line_start = text.rfind("\n", 0, start) + 1
+        if start < done:  # a second backslash on a line already blanked
+            continue
         line_end = text.find("\n", start)
         line_end = len(text) if line_end < 0 else line_end
         command = text[start:line_end].strip()
         notes.append(Note(_byte_offset(text, start), command))
-        pieces.append(text[done:line_start])
-        pieces.append(" " * len(text[line_start:line_end].encode("utf-8")))
+        pieces.append(text[done:start])
+        blank = " " * len(text[start:line_end].encode("utf-8"))
+        # \g, \gset, \gx, \gexec send the query buffer: for the parser, the statement ends.
+        pieces.append(";" + blank[1:] if command[1:2] == "g" else blank)
         done = line_end
     pieces.append(text[done:])
     # A non-ASCII character on a blanked line becomes several spaces: character offsets after
