@@ -121,3 +121,34 @@ def test_meta_command_after_sql_on_a_line():
     sql = "SELECT count(*) AS n FROM t \\gset\nSELECT 'a\\b';\nCREATE INDEX i ON t (a);\n"
     assert found(sql) == [(1, "psql-meta-command", "warning"),
                           (3, "require-concurrent-index-creation", "error")]
+
+
+def _parse_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "pgsteady-lint-parse"]
+
+
+def test_long_file_parse_thread_stops_on_every_exit():
+    """A long file is parsed ahead on a helper thread that is gone after a full run, after a
+    syntax error midway and after the reader stops early."""
+    from pgsteady.migrate.lint import parse
+
+    good = "".join(f"UPDATE t SET v = {i} WHERE id = {i};\n" for i in range(2000))
+    assert len(list(parse.statements(good, lambda kind: True))) == 2000
+    assert _parse_threads() == []
+    broken = good[:500] + "SELEC 1;\n" + good
+    report = Linter().lint_text(broken, "m.sql")
+    assert report.syntax_error is not None and report.syntax_error.line == 15
+    assert _parse_threads() == []
+    stream = parse.statements(good, lambda kind: True)
+    next(stream)
+    stream.close()
+    assert _parse_threads() == []
+
+
+def test_grammar_depth_limit_is_unparsed_not_a_syntax_error():
+    """Thousands of nested CASEs exhaust the grammar's stack: one unparsed warning."""
+    case = "CASE WHEN a THEN " * 5000 + "1" + " END" * 5000
+    assert found(f"SELECT {case};\nVACUUM FULL t;\n") == [
+        (1, "unparsed-statement", "warning"), (2, "ban-vacuum-full", "error")]

@@ -16,6 +16,7 @@ reports them; a statement's node locations count from its ``base``.
 from __future__ import annotations
 
 import json
+import queue
 import re
 import sys
 import threading
@@ -29,6 +30,10 @@ Node = dict[str, Any]
 
 _META = re.compile(r"\\[A-Za-z!?.]")
 _STACK_DEPTH = "stack depth limit exceeded"
+_BISON_DEPTH = "memory exhausted"  # the grammar's own nesting limit (thousands of CASEs)
+_THREAD_FROM = 512  # statements from which a file is parsed ahead on a helper thread
+_CHUNK = 256
+_CHUNKS_AHEAD = 4
 # Statement keywords: a parse error at one of these, first on its line, usually means the
 # line before lacks its ';'.
 _STATEMENT_WORDS = frozenset({
@@ -186,15 +191,74 @@ def _has_content(text: str, start: int, stop: int) -> bool:
     return False
 
 
+def _raw_pieces(text: str, pieces: Sequence[slice],
+                ) -> Iterator[tuple[slice, str | pg.ParseError | UnicodeEncodeError]]:
+    """Each piece with pglast's JSON for it (or the parser's exception).
+
+    A long file is parsed ahead on a helper thread, a chunk at a time, while this thread
+    decodes and lints: the C parser releases the GIL, so on two cores the two overlap. The
+    queue is bounded, and the helper stops (and is joined) however the caller stops reading.
+    """
+    parse_json = pg.parse_sql_json
+    if len(pieces) < _THREAD_FROM:
+        for piece in pieces:
+            try:
+                yield piece, parse_json(text[piece])
+            except (pg.ParseError, UnicodeEncodeError) as exc:
+                yield piece, exc
+        return
+    chunks: queue.Queue[list[str | pg.ParseError | UnicodeEncodeError] | None] = \
+        queue.Queue(maxsize=_CHUNKS_AHEAD)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def hand_over(item: list[str | pg.ParseError | UnicodeEncodeError] | None) -> bool:
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.05)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def produce() -> None:
+        try:
+            for first in range(0, len(pieces), _CHUNK):
+                batch: list[str | pg.ParseError | UnicodeEncodeError] = []
+                for piece in pieces[first:first + _CHUNK]:
+                    try:
+                        batch.append(parse_json(text[piece]))
+                    except (pg.ParseError, UnicodeEncodeError) as exc:
+                        batch.append(exc)
+                if not hand_over(batch):
+                    return
+        except BaseException as exc:  # handed to the reading thread, raised there
+            failed.append(exc)
+        finally:
+            hand_over(None)
+
+    helper = threading.Thread(target=produce, name="pgsteady-lint-parse", daemon=True)
+    helper.start()
+    try:
+        done = 0
+        while (batch := chunks.get()) is not None:
+            yield from zip(pieces[done:done + len(batch)], batch, strict=True)
+            done += len(batch)
+        if failed:
+            raise failed[0]
+    finally:
+        stop.set()
+        helper.join()
+
+
 def _from_slices(text: str, pieces: Sequence[slice], wanted: Callable[[str], bool],
                  ) -> Iterator[Statement]:
     """Parse each piece; the hot loop of the linter, so it is kept flat."""
     ascii_text = text.isascii()
     data_offset = 0  # byte offset of char_offset, advanced incrementally for non-ASCII text
     char_offset = 0
-    parse_json = pg.parse_sql_json
     decode = _DECODER.decode
-    for piece in pieces:
+    for piece, raw in _raw_pieces(text, pieces):
         char_start = piece.start
         sql = text[piece]
         if ascii_text:
@@ -205,14 +269,12 @@ def _from_slices(text: str, pieces: Sequence[slice], wanted: Callable[[str], boo
             char_offset = char_start
             base = data_offset
             end = base + len(sql.encode("utf-8"))
-        try:
-            raw = parse_json(sql)
-        except pg.ParseError as exc:
-            yield _unparsable(text, char_start, sql, base, end, exc)
+        if isinstance(raw, pg.ParseError):
+            yield _unparsable(text, char_start, sql, base, end, raw)
             continue
-        except UnicodeEncodeError as exc:
-            raise ParseFailure(char_start + exc.start,
-                               f"text is not valid Unicode ({exc.reason})") from None
+        if isinstance(raw, UnicodeEncodeError):
+            raise ParseFailure(char_start + raw.start,
+                               f"text is not valid Unicode ({raw.reason})") from None
         # The statement's type is the first key after "stmt": read it without decoding.
         at = raw.find('"stmt":{"', 0, 200) + 9
         kind = raw[at:raw.find('"', at, 200)] if at > 8 else ""
@@ -244,7 +306,7 @@ def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # no
                 exc: pg.ParseError) -> Statement:
     """An unparsed statement if the parser ran out of stack; else the file's ParseFailure."""
     message = str(exc.args[0]) if exc.args else "syntax error"
-    if _STACK_DEPTH in message:
+    if _STACK_DEPTH in message or message.startswith(_BISON_DEPTH):
         return Statement(_first_word(text, char_start, base), end, "", None, base,
                          unparsed="nested deeper than the parser allows")
     cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
