@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,23 @@ def test_plain_lint_imports_no_psycopg_rich_or_database_layer(folder):
                           cwd=folder.parent, timeout=60, check=True).stdout
     assert cold.splitlines()[-1] == "['pglast']"
     assert warm.splitlines()[-1] == "[]"
+
+
+def test_untouched_files_skip_even_reading(folder, capsys, monkeypatch):
+    """With nothing touched since the last run, no file is read or detected; touching one
+    file (same content) falls back to the content cache and still lints nothing."""
+    from pgsteady.migrate.lint import runners
+
+    first = lint(capsys, "migrations")
+    loaded: list[int] = []
+    original = runners.load
+    monkeypatch.setattr(runners, "load", lambda files, runner: loaded.append(1)
+                        or original(files, runner))
+    linted = count_linted(monkeypatch)
+    assert lint(capsys, "migrations") == first
+    assert loaded == [] and linted == []
+    path = folder / "0002_index.sql"
+    path.write_text(path.read_text())  # new modification time, same content
+    os.utime(path, ns=(1, 1))
+    assert lint(capsys, "migrations") == first
+    assert loaded == [1] and linted == []

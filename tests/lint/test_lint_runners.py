@@ -176,3 +176,11 @@ def test_popx_nontx_name_and_other_dialects(tmp_path, capsys):
     code, found, runner = run(capsys, str(tmp_path))
     assert runner == "golang-migrate"
     assert found == [] and code == 0
+
+
+def test_help_lists_every_profile():
+    """--help names the same profiles the runners module knows."""
+    from pgsteady.cli.lint import PROFILES
+    from pgsteady.migrate.lint.runners import NAMES
+
+    assert PROFILES.split(", ") == list(NAMES)

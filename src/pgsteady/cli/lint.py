@@ -13,10 +13,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgsteady._errors_root import EXIT_OK, UsageError
-from pgsteady.migrate.lint import cache, output, runners
+from pgsteady.migrate.lint import cache, output
 from pgsteady.migrate.lint.config import (
     LintConfig,
     check_rule_ids,
@@ -24,9 +24,16 @@ from pgsteady.migrate.lint.config import (
     parse_pg_version,
     parse_rows,
 )
-from pgsteady.migrate.lint.files import Unit
 from pgsteady.migrate.lint.report import LintReport
 from pgsteady.migrate.lint.rules import all_rules, rule_ids
+
+#: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
+PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, sqitch, alembic-sql, "
+            "plain")
+
+if TYPE_CHECKING:
+    from pgsteady.migrate.lint.files import Unit
+    from pgsteady.migrate.lint.runners import Choice
 
 
 def _rule_list(text: str) -> frozenset[str]:
@@ -80,7 +87,7 @@ def register(verbs: Any) -> None:
                            "findings errors, smaller ones warnings (default 1M; 250k works)")
     lint.add_argument("--runner", metavar="NAME",
                       help="how the files are run, which decides transactions, timeouts and the "
-                           f"Up part: {', '.join(runners.NAMES)}, or auto (default: detected "
+                           f"Up part: {PROFILES}, or auto (default: detected "
                            "from the folder's layout)")
     lint.add_argument("--history", metavar="DIR",
                       help="migrations that ran before the files given: replayed for the "
@@ -131,7 +138,9 @@ def _use_color(stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
 
 
-def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> runners.Choice:
+def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> Choice:
+    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+
     if args.runner:
         chosen, where = runners.check_name(args.runner), "--runner"
     else:
@@ -141,14 +150,12 @@ def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> r
     return runners.Choice(chosen, f"from {where}")
 
 
-def _lint(config: LintConfig, units: list[Unit], history: list[Unit], args: argparse.Namespace,
-          runner: str) -> LintReport:
+def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: PLR0917
+          args: argparse.Namespace, runner: str, store: cache.Cache | None) -> LintReport:
     """Lint the units, reading back what the cache already knows and storing the rest."""
-    store = None
     keys: list[str] = []
     done, entry = 0, None
-    if not args.no_cache and not args.dsn:
-        store = cache.Cache(args.cache_dir or cache.default_folder(config))
+    if store is not None:
         keys = cache.chain(config, runner, units, history)
         done, entry = store.longest(keys)
         if entry is not None and done == len(units):
@@ -191,6 +198,26 @@ def run_lint(args: argparse.Namespace) -> int:
     paths = args.files or _config_paths(config)
     if not paths:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
+    store = None if args.no_cache or args.dsn else \
+        cache.Cache(args.cache_dir or cache.default_folder(config))
+    quick_key = None
+    if store is not None:
+        options = (args.runner, args.history)
+        quick_key = cache.stat_key(config, options, [*paths, *filter(None, [args.history])])
+        hit = store.quick(quick_key) if quick_key else None
+        if hit is not None:  # nothing touched since the last run: no file read
+            return _show(LintReport(hit.reports, hit.runner), args, hit.runner, hit.reason)
+    report, runner, reason = _run(args, config, paths, store)
+    if store is not None and quick_key and not report.syntax_errors:
+        store.store(quick_key, cache.Quick(report.files, runner, reason))
+    return _show(report, args, runner, reason)
+
+
+def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
+         store: cache.Cache | None) -> tuple[LintReport, str, str]:
+    """Detect the runner, read the files, lint what the content cache does not know."""
+    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+
     choice = _runner(args, config, paths)
     files = runners.files_for(paths, choice.runner)
     units, broken = runners.load(files, choice.runner)
@@ -201,9 +228,8 @@ def run_lint(args: argparse.Namespace) -> int:
                              "knows the schema\n")
         else:
             history = runners.history_for(args.history, files, choice.runner)
-    if broken:
-        args.no_cache = True
-    report = _lint(config, units, history, args, choice.runner)
+    report = _lint(config, units, history, args, choice.runner,
+                   None if broken else store)
     for index, file in broken.items():
         report.files[index] = file
     if args.dsn and not report.syntax_errors:
@@ -211,8 +237,12 @@ def run_lint(args: argparse.Namespace) -> int:
 
         report = sizes.annotate(report, args.dsn, config.large_table)
         report.runner = choice.runner
+    return report, choice.runner, choice.reason
+
+
+def _show(report: LintReport, args: argparse.Namespace, runner: str, reason: str) -> int:
     sys.stdout.write(output.render(report, args.format, color=_use_color(sys.stdout)))
-    profile = f"runner profile {choice.runner} ({choice.reason})"
+    profile = f"runner profile {runner} ({reason})"
     if args.format == "text":
         sys.stderr.write(output.render_syntax_errors(report))
         sys.stderr.write(f"{output.summary(report)}; {profile}\n")

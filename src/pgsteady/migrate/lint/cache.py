@@ -1,8 +1,12 @@
 """A content-hash cache of lint results, in ``.pgsteady_cache/`` as ruff keeps ``.ruff_cache``.
 
-A run's files are hashed in order into a chain: the key after file ``n`` covers the linter's
-code, the configuration, the runner's conventions and the content of files 1..n (and of the
-history). An entry holds the reports of those files and the schema they built, so:
+In front of it, a key from the files' metadata (path, size, modification time, as ruff
+and make use them): when nothing was touched since the last run, its report is read back
+without reading, detecting or hashing a single file. Anything touched falls through to the
+content hashes. A run's files are hashed in order into a chain: the key after file ``n``
+covers the linter's code, the configuration, the runner's conventions and the content of
+files 1..n (and of the history). An entry holds the reports of those files and the schema
+they built, so:
 
 - nothing changed: the whole run is read back from one entry, without importing the parser;
 - files were added after the last run's: its entry is found at their key, and only the new
@@ -46,6 +50,49 @@ class Entry:
     schema: Schema
 
 
+@dataclass
+class Quick:
+    """A whole run's report, found by file metadata alone."""
+
+    reports: list[FileReport]
+    runner: str
+    reason: str
+
+
+def stat_key(config: LintConfig, options: tuple[object, ...], paths: Sequence[str],
+             ) -> str | None:
+    """A key from the code, the configuration, the options and every file's path, size and
+    modification time under ``paths`` (folders walked whole: a new file, or a tool's marker
+    file, changes it; a file given alone brings its folder's and the one above's times, which
+    change when an entry is added or removed). None if a path is missing."""
+    digest = hashlib.blake2b(_code_fingerprint(), digest_size=20)
+    digest.update(repr((_config_fields(config), options)).encode())
+    for name in paths:
+        try:
+            top = os.stat(name)
+        except OSError:
+            return None
+        digest.update(f"{name}\0{top.st_mtime_ns}\0".encode())
+        if os.path.isdir(name):
+            for root, folders, files in os.walk(name):
+                folders.sort()
+                for file in sorted(files):
+                    info = os.stat(os.path.join(root, file))
+                    digest.update(f"{root}/{file}:{info.st_size}:{info.st_mtime_ns};".encode())
+        else:
+            digest.update(f"{top.st_size}".encode())
+            parent = os.path.dirname(os.path.abspath(name))
+            for folder in (parent, os.path.dirname(parent)):
+                digest.update(f"{os.stat(folder).st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def _config_fields(config: LintConfig) -> tuple[object, ...]:
+    return (config.pg_version, sorted(config.disable), sorted(config.enable),
+            sorted(config.warn), config.assume_runner_timeouts, config.assume_in_transaction,
+            config.runner)
+
+
 def _code_fingerprint() -> bytes:
     """The linter's own code (size and mtime of each module): an edit invalidates the cache."""
     digest = hashlib.blake2b(_FORMAT + __version__.encode(), digest_size=16)
@@ -61,9 +108,7 @@ def chain(config: LintConfig, runner: str, units: Sequence[Unit],
           history: Sequence[Unit]) -> list[str]:
     """The key after each unit (hex), every key covering everything before it."""
     digest = hashlib.blake2b(_code_fingerprint(), digest_size=20)
-    digest.update(repr((config.pg_version, sorted(config.disable), sorted(config.enable),
-                        sorted(config.warn), config.assume_runner_timeouts,
-                        config.assume_in_transaction, runner)).encode())
+    digest.update(repr((_config_fields(config), runner)).encode())
     for unit in history:
         digest.update(_unit_bytes(unit))
     keys = []
@@ -92,8 +137,16 @@ class Cache:
                 return count, entry
         return 0, None
 
+    def quick(self, key: str) -> Quick | None:
+        """The report stored under a metadata key, if any."""
+        found = self._load(self.folder / f"s-{key}.pickle")
+        return found if isinstance(found, Quick) else None
+
     def _read(self, key: str) -> Entry | None:
-        path = self.folder / f"{key}.pickle"
+        found = self._load(self.folder / f"{key}.pickle")
+        return found if isinstance(found, Entry) else None
+
+    def _load(self, path: Path) -> object:
         try:
             with path.open("rb") as handle:
                 entry = pickle.load(handle)  # noqa: S301 -- our own files, keyed by content
@@ -102,9 +155,9 @@ class Cache:
         except Exception as exc:  # a damaged entry is a miss
             log.debug("cache entry %s unreadable: %s", path, exc)
             return None
-        return entry if isinstance(entry, Entry) else None
+        return entry
 
-    def store(self, key: str, entry: Entry) -> None:
+    def store(self, key: str, entry: Entry | Quick) -> None:
         """Write one entry atomically, then trim the folder to MAX_ENTRIES."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -112,10 +165,11 @@ class Cache:
             if self.folder.parent.name == FOLDER and not gitignore.exists():
                 gitignore.write_text("# Automatically created by pgsteady lint.\n*\n")
             # Own name per process (tempfile would cost the warm path shutil, bz2, lzma).
-            temporary = self.folder / f"{key}.{os.getpid()}.tmp"
+            name = f"s-{key}" if isinstance(entry, Quick) else key
+            temporary = self.folder / f"{name}.{os.getpid()}.tmp"
             with temporary.open("wb") as out:
                 pickle.dump(entry, out, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(temporary, self.folder / f"{key}.pickle")
+            os.replace(temporary, self.folder / f"{name}.pickle")
             self._trim()
         except OSError as exc:
             log.debug("cache not written in %s: %s", self.folder, exc)
