@@ -40,7 +40,9 @@ TIMEOUT = 180
 _FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
 _MARK = re.compile(r"^<!--\s*readme-test:\s*([\w-]+)\s*(.*?)\s*-->\s*$")
 _BY_LANGUAGE = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh",
-                "toml": "toml", "text": "not-run", "yaml": "not-run", "yml": "not-run"}
+                "toml": "toml", "text": "not-run", "yaml": "not-run", "yml": "not-run",
+                # postgresql.conf lines: tests/inspect parses them and starts a server with them
+                "ini": "not-run"}
 _MODES = {"skip", "pytest", "alembic-env"}
 
 
