@@ -14,10 +14,13 @@ if TYPE_CHECKING:
     from pgsteady._core import DatabaseStats
     from pgsteady.arunner import AsyncDatabase
     from pgsteady.errors import (
+        CacheUnavailable,
         CannotConnect,
+        CircuitOpen,
         DatabaseClosed,
         DeadlineExceeded,
         LabError,
+        LimitExceeded,
         MigrationBlocked,
         MigrationError,
         Overloaded,
@@ -32,13 +35,16 @@ if TYPE_CHECKING:
 # none of them) does not pay for psycopg, psycopg_pool or pglast's AST at start-up.
 _SOURCES = {
     "AsyncDatabase": "pgsteady.arunner",
+    "CacheUnavailable": "pgsteady.errors",
     "CannotConnect": "pgsteady.errors",
+    "CircuitOpen": "pgsteady.errors",
     "DEFAULT": "pgsteady.runner",
     "Database": "pgsteady.runner",
     "DatabaseClosed": "pgsteady.errors",
     "DatabaseStats": "pgsteady._core",
     "DeadlineExceeded": "pgsteady.errors",
     "LabError": "pgsteady.errors",
+    "LimitExceeded": "pgsteady.errors",
     "MigrationBlocked": "pgsteady.errors",
     "MigrationError": "pgsteady.errors",
     "Overloaded": "pgsteady.errors",
@@ -51,12 +57,15 @@ _SOURCES = {
 __all__ = [
     "DEFAULT",
     "AsyncDatabase",
+    "CacheUnavailable",
     "CannotConnect",
+    "CircuitOpen",
     "Database",
     "DatabaseClosed",
     "DatabaseStats",
     "DeadlineExceeded",
     "LabError",
+    "LimitExceeded",
     "MigrationBlocked",
     "MigrationError",
     "Overloaded",

@@ -41,6 +41,7 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
+from pgsteady.guards.breaker import Verdict
 from pgsteady.settings import (
     Duration,
     SessionSettings,
@@ -410,3 +411,24 @@ def transaction_prefix(settings: SessionSettings) -> str:
     calls = ", ".join(f"set_config('{name}', '{value}', true)"
                       for name, value in settings.values().items())
     return f"SELECT {calls}; "
+
+
+def breaker_verdict(exc: BaseException | None) -> Verdict:
+    """How a Database call counts for its circuit breaker (see ``guards.breaker``).
+
+    Failures: no connection, a broken connection, and every deadline that passed while the
+    job waited for a connection or ran on one (a black-holed network looks exactly like that:
+    nothing errors, nothing answers, workers stay stuck and later jobs time out queued behind
+    them — slow calls, as resilience4j counts them). Neutral: ``Overloaded`` (refused before
+    it was tried), a closed Database, a caller's bad argument, a cancelled caller. Success:
+    everything the server answered, including the statement's own errors (a unique
+    violation, its statement_timeout).
+    """
+    if exc is None:
+        return "success"
+    if isinstance(exc, DeadlineExceeded | CannotConnect | QueryFailed):
+        return "failure"
+    if isinstance(exc, Overloaded | DatabaseClosed | UsageError) \
+            or not isinstance(exc, Exception):
+        return "neutral"
+    return "success"

@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
+from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.runner import DEFAULT
 from pgsteady.settings import Duration, redact, to_seconds
 
@@ -53,7 +54,7 @@ class AsyncDatabase:
         service: str = "pgsteady", statement_timeout: Duration = 30.0,
         lock_timeout: Duration = 5.0, idle_in_transaction_timeout: Duration = 60.0,
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
-        pool_kwargs: dict[str, Any] | None = None,
+        pool_kwargs: dict[str, Any] | None = None, breaker: CircuitBreaker | None = None,
     ) -> None:
         _core.check_conninfo(conninfo)
         setup = _core.Setup.of(
@@ -78,6 +79,7 @@ class AsyncDatabase:
         self._idle_holding: list[asyncio.Future[bool]] = []
         self._idle_empty: list[asyncio.Future[bool]] = []
         self.conninfo = redact(conninfo)
+        self.breaker = breaker
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -186,6 +188,12 @@ class AsyncDatabase:
         return local
 
     async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
+        if self.breaker is None:
+            return await self._unguarded(work, deadline)
+        return await self.breaker.aguard(lambda: self._unguarded(work, deadline),
+                                         _core.breaker_verdict)
+
+    async def _unguarded(self, work: AsyncWork, deadline: Duration) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         loop = asyncio.get_running_loop()
         now = time.monotonic()

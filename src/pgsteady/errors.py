@@ -16,7 +16,12 @@ do), so an ``except psycopg.OperationalError`` a service already has keeps worki
     ├── MigrationError         a migration was refused or failed; nothing half-applied
     │   ├── MigrationBlocked   preflight found sessions that would block it
     │   └── BadMigration       a migration file is malformed (file:line)
-    └── LintFailed             the linter found problems
+    ├── LintFailed             the linter found problems
+    ├── CircuitOpen            a circuit breaker is open; nothing was tried (+ OperationalError)
+    │                          .name, .retry_after in seconds
+    ├── LimitExceeded          no slot for a key freed within the wait; .key, .limit, .retry_after
+    └── CacheUnavailable       a shared cache (Redis) did not answer; StaleCache falls back to
+                               its loader
 
 Every error has ``exit_code``: what the CLI exits with when the error reaches it.
 """
@@ -101,3 +106,28 @@ class BadMigration(MigrationError):
 
 class LintFailed(PgsteadyError):
     """The linter reported findings."""
+
+
+class CircuitOpen(PgsteadyError, psycopg.OperationalError):
+    """A circuit breaker is open: the call failed at once, without touching anything."""
+
+    def __init__(self, name: str, retry_after: float) -> None:
+        self.name = name
+        self.retry_after = retry_after
+        super().__init__(f"circuit {name!r} is open after repeated failures; failed fast "
+                         f"(next try allowed in {retry_after * 1000:.0f} ms)")
+
+
+class LimitExceeded(PgsteadyError):
+    """Every slot for a key stayed taken for the whole wait."""
+
+    def __init__(self, key: str, limit: int, retry_after: float) -> None:
+        self.key = key
+        self.limit = limit
+        self.retry_after = retry_after
+        super().__init__(f"limit exceeded: {limit} of {limit} slots for {key!r} are taken; "
+                         f"retry in about {retry_after * 1000:.0f} ms")
+
+
+class CacheUnavailable(PgsteadyError):
+    """A shared cache backend (Redis) failed or did not answer in time."""

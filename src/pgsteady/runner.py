@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
+from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
@@ -81,6 +82,7 @@ class Database:
         lock_timeout: Duration = 5.0, idle_in_transaction_timeout: Duration = 60.0,
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         open: bool = True, pool_kwargs: dict[str, Any] | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         _core.check_conninfo(conninfo)
         setup = _core.Setup.of(
@@ -106,6 +108,7 @@ class Database:
             **(pool_kwargs or {}))
         self._workers: list[threading.Thread] = []
         self.conninfo = redact(conninfo)
+        self.breaker = breaker
         if open:
             self.open()
 
@@ -237,6 +240,12 @@ class Database:
         return work
 
     def _call(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
+        if self.breaker is None:
+            return self._unguarded(work, deadline)
+        return self.breaker.guard(lambda: self._unguarded(work, deadline),
+                                  _core.breaker_verdict)
+
+    def _unguarded(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)

@@ -80,6 +80,7 @@ def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
         <= 0.02 * steady.totals["answered"] + 20
     document = result.to_json()
     assert document["schema_version"] == 1 and document["scenario"] == "pool-drain"
+    assert document["source"] == "lab"
     assert set(document["runs"][0]["per_second"][0]) == {
         "t", "answered", "timeouts", "rejected", "db_completions",
         "server_connections_opened", "not_ready_closures", "cl_waiting", "sv_active",

@@ -24,7 +24,8 @@ from pgsteady._version import __version__
 
 # Verb modules (pgsteady.cli.<name>), imported only when needed: a verb on the command line
 # loads its own module alone, so `pgsteady lint` never imports psycopg.
-VERBS = ("lab", "lint", "migrate", "preflight", "report", "alerts", "doctor", "blockers")
+VERBS = ("lab", "lint", "migrate", "preflight", "report", "alerts", "doctor", "blockers",
+         "sim")
 
 
 def _verb(name: str) -> Any:

@@ -45,6 +45,8 @@ def register(verbs: Any) -> None:
     up.add_argument("--dir", help="an existing directory to create the lab's private "
                                   "directory in (default: the temp dir)")
     up.add_argument("--keep", action="store_true", help="keep the data directory afterwards")
+    up.add_argument("--redis", action="store_true",
+                    help="also start a password-protected Redis (the guards' shared store)")
     up.add_argument("--once", action="store_true",
                     help="run one query through PgBouncer, print versions and logs, shut down")
     up.set_defaults(run=run_up)
@@ -106,6 +108,7 @@ def run_up(args: argparse.Namespace) -> int:
         max_client_conn=args.max_client_conn, query_wait_timeout=args.query_wait_timeout,
         proxy=args.proxy, connect_delay=args.connect_latency, pg_port=args.pg_port,
         pgbouncer_port=args.pgbouncer_port, base_dir=args.dir, keep=args.keep,
+        redis=args.redis,
     )
     _stop_on_signals()  # `kill` shuts down as cleanly as Ctrl-C
     with cluster:
@@ -117,6 +120,9 @@ def run_up(args: argparse.Namespace) -> int:
         if cluster.proxy is not None:
             print(f"proxy:   127.0.0.1:{cluster.proxy.port} -> PostgreSQL "
                   f"(+{args.connect_latency * 1000:.0f} ms per new server connection)", file=out)
+        if cluster.redis is not None:  # the password stays in the owner-only config file
+            print(f"redis:   {cluster.redis.safe_url} (password: requirepass in "
+                  f"{cluster.redis.workdir / 'redis.conf'})", file=out)
         print(f"logs:    {cluster.postgres.log_path}", file=out)
         print(f"         {cluster.pgbouncer.log_path}", file=out)
         if args.once:

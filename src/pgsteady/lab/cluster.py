@@ -34,6 +34,7 @@ from pgsteady.inspect.pgbouncer import LogReader, admin
 from pgsteady.lab import _auth, _process
 from pgsteady.lab._process import Binaries, RunAs
 from pgsteady.lab.proxy import FaultProxy, ProxyProcess
+from pgsteady.lab.redis_server import RedisServer
 
 log = logging.getLogger("pgsteady.lab")
 
@@ -423,6 +424,7 @@ class Cluster:
     """PostgreSQL, optionally the fault proxy, and PgBouncer, wired in that order.
 
     ``with Cluster(pool_size=1, proxy=True) as c: psycopg.connect(c.pooled_dsn())``.
+    ``redis=True`` adds a password-protected Redis (``redis_url()``).
     Pass ``postgres=`` to put a new proxy + PgBouncer in front of a server you already have;
     the cluster then stops only what it started. ``proxy_process=True`` runs the proxy in a
     child process, out of the way of a CPU-heavy load driver in this one.
@@ -435,7 +437,7 @@ class Cluster:
         pgbouncer_settings: Mapping[str, Setting] | None = None, pg_port: int | None = None,
         pgbouncer_port: int | None = None, base_dir: str | Path | None = None,
         keep: bool = False, postgres: Postgres | None = None, users: Iterable[str] = (),
-        proxy_process: bool = False,
+        proxy_process: bool = False, redis: bool = False,
     ) -> None:
         self.binaries = postgres.binaries if postgres else _process.find_binaries()
         self.who = postgres.who if postgres else _process.run_as()
@@ -455,6 +457,8 @@ class Cluster:
         self.postgres: Postgres | None = postgres
         self.proxy: FaultProxy | ProxyProcess | None = None
         self.pgbouncer: PgBouncer | None = None
+        self._want_redis = redis
+        self.redis: RedisServer | None = None
 
     def start(self) -> Self:
         _LIVE.add(self)
@@ -472,6 +476,8 @@ class Cluster:
             self.pgbouncer = PgBouncer(self.dir, upstream, binaries=self.binaries, who=self.who,
                                        password=self.postgres.password, **self._bouncer_args)
             self.pgbouncer.start()
+            if self._want_redis:
+                self.redis = RedisServer(self.dir, who=self.who).start()
         except BaseException:
             self.stop()
             raise
@@ -481,12 +487,13 @@ class Cluster:
     def stop(self) -> None:
         """Stop everything this cluster started and remove its directory (unless ``keep``)."""
         _LIVE.discard(self)
-        for step in (self._stop_pgbouncer, self._stop_proxy, self._stop_postgres):
+        for step in (self._stop_pgbouncer, self._stop_proxy, self._stop_postgres,
+                     self._stop_redis):
             try:
                 step()
             except Exception:
                 log.exception("while stopping the lab cluster")
-        self.pgbouncer = self.proxy = None
+        self.pgbouncer = self.proxy = self.redis = None
         if self._owns_postgres:
             self.postgres = None  # a second start() begins from scratch
         if self.dir is not None and not self.keep:
@@ -500,6 +507,10 @@ class Cluster:
     def _stop_proxy(self) -> None:
         if self.proxy is not None:
             self.proxy.stop()
+
+    def _stop_redis(self) -> None:
+        if self.redis is not None:
+            self.redis.stop()
 
     def _stop_postgres(self) -> None:
         if self.postgres is not None and self._owns_postgres:
@@ -524,6 +535,10 @@ class Cluster:
     @property
     def admin_dsn(self) -> str:
         return self._require(self.pgbouncer).admin_dsn
+
+    def redis_url(self) -> str:
+        """The lab Redis (``Cluster(redis=True)``), password included: do not print it."""
+        return self._require(self.redis).url
 
     @staticmethod
     def _require(part: _T | None) -> _T:

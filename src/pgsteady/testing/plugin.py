@@ -7,6 +7,9 @@ Fixtures:
     pgsteady_stack      function: ``make(pool_size=1, proxy=True, ...) -> Cluster`` over the
                         session's PostgreSQL; everything it made is stopped after the test
     pgsteady_proxy      function: a :class:`~pgsteady.lab.proxy.FaultProxy` to the server
+    pgsteady_redis      function: a throwaway, password-protected
+                        :class:`~pgsteady.lab.redis_server.RedisServer` (``.url``, ``.client()``,
+                        ``.stop()``, ``.restart()``)
     pgsteady_lock_holder  function: hold a lock of a chosen mode on a table in another
                         session (see :mod:`pgsteady.migrate.testing`)
 
@@ -26,6 +29,7 @@ import pytest
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir, versions
 from pgsteady.lab.proxy import FaultProxy
+from pgsteady.lab.redis_server import RedisServer
 from pgsteady.migrate.testing import pgsteady_lock_holder  # noqa: F401
 
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
@@ -106,3 +110,16 @@ def pgsteady_proxy(pgsteady_postgres: Postgres) -> Iterator[FaultProxy]:
     """A fault proxy straight to the session's PostgreSQL."""
     with FaultProxy(pgsteady_postgres.port) as proxy:
         yield proxy
+
+
+@pytest.fixture
+def pgsteady_redis() -> Iterator[RedisServer]:
+    """A Redis of its own for this test (loopback, password, no persistence)."""
+    who = _process.run_as()
+    workdir = make_workdir(None, who, prefix="pgsteady-redis-")
+    server = RedisServer(workdir, who=who)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
@@ -130,13 +130,17 @@ class PoolDrainResult:
     pgbench_tps: float
     runs: list[RunResult]
     versions: dict[str, str]
+    # "lab" (measured) or "sim" (the model, pgsteady.sim), whose own knobs go in extra_config.
+    source: str = "lab"
+    extra_config: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "scenario": "pool-drain",
+            "source": self.source,
             "config": {**asdict(self.config), "strategies": list(self.config.strategies),
-                       "versions": self.versions},
+                       **self.extra_config, "versions": self.versions},
             "ceiling": {"pgbench_tps": round(self.pgbench_tps, 1)},
             "machine": {"cores": os.cpu_count()},
             "runs": [run.to_json() for run in self.runs],

@@ -1,0 +1,233 @@
+"""``pgsteady sim``: the pool-drain model (``pool-drain``), its check against the lab
+(``validate``) and maps of where pools collapse (``phase-map``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pgsteady.cli import _args
+from pgsteady.errors import EXIT_FAILURE, EXIT_OK, UsageError
+
+_STRATEGIES = "naive, cancel, psycopg, steady"
+
+
+def register(verbs: Any) -> None:
+    sim = verbs.add_parser("sim", help="the pool-drain model: run it, check it, map it")
+    commands = sim.add_subparsers(dest="sim_command", metavar="COMMAND", required=True)
+
+    drain = commands.add_parser(
+        "pool-drain", help="the lab's pool-drain scenario, in the model",
+        description="Run the pool-drain scenario in the discrete-event model: the lab's knobs "
+                    "and defaults (the seed's setting), plus several poolers, max_connections "
+                    "and random stalls. Prints the lab's tables; --json writes the lab's shape "
+                    "with \"source\": \"sim\". Same --seed, same output.")
+    _knobs(drain, "naive,steady")
+    drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
+    drain.set_defaults(run=run_pool_drain)
+
+    check = commands.add_parser(
+        "validate", help="run a grid in the lab and in the model and compare them",
+        description="Pool size {2, 4, 20} x connect latency {10, 50 ms} x {naive, steady}, "
+                    "3 short lab runs each (a 100 ms stall during the burst at pool 20, as "
+                    "in the seed), and the same in the model; prints verdicts, answered/s "
+                    "per third and server connections opened, lab vs model. Exits 1 if "
+                    "fewer than 90% of verdicts agree or answered/s differs by more than "
+                    "10% where both hold. Takes about 10 minutes (--quick: about 1).")
+    check.add_argument("--quick", action="store_true",
+                       help="one cell (pool 4, 50 ms), one 6 s run per strategy")
+    check.add_argument("--seed", type=int, default=1)
+    check.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
+    check.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
+    check.set_defaults(run=run_validate)
+
+    phase = commands.add_parser(
+        "phase-map", help="probability of collapse over two knobs, as PNG heatmaps",
+        description="Run the model over a grid of two knobs (any of: pool-size, "
+                    "connect-latency, deadline, burst, query-time, poolers, workers, "
+                    "query-wait-timeout, think-time) and write, per strategy, a heatmap of "
+                    "the probability of collapse with the base setting marked, and the JSON "
+                    "behind it.")
+    phase.add_argument("--x", default="pool-size=2:40", help="pool-size=2:40 (default)")
+    phase.add_argument("--y", default="connect-latency=5ms:200ms",
+                       help="connect-latency=5ms:200ms (default)")
+    phase.add_argument("--steps", type=_args.positive_int, default=8,
+                       help="values per axis (8)")
+    phase.add_argument("--jobs", type=_args.positive_int, default=1,
+                       help="processes to spread the cells over (1)")
+    _knobs(phase, "naive,steady", runs=20)
+    phase.add_argument("--out", metavar="DIR", default="phase-map",
+                       help="where the PNGs and phase-map.json go (./phase-map)")
+    phase.set_defaults(run=run_phase_map)
+
+
+def _knobs(parser: argparse.ArgumentParser, strategies: str, runs: int = 1) -> None:
+    """The lab's knobs with its defaults, then the model's own."""
+    parser.add_argument("--strategy", default=strategies,
+                        help=f"comma-separated: {_STRATEGIES} (default: {strategies})")
+    parser.add_argument("--pool-size", type=_args.non_negative_int, default=4)
+    parser.add_argument("--min-pool-size", type=_args.non_negative_int,
+                        help="server connections kept open (default: the pool size)")
+    parser.add_argument("--connect-latency", type=_args.duration, default=0.050)
+    parser.add_argument("--query-time", type=_args.duration, default=0.005,
+                        help="fixed, or the median with --query-time-p99 (5ms)")
+    parser.add_argument("--query-time-p99", type=_args.duration,
+                        help="lognormal query times with this p99")
+    parser.add_argument("--deadline", type=_args.duration, default=0.050)
+    parser.add_argument("--workers", type=_args.non_negative_int, default=10,
+                        help="closed-loop workers in all, spread over the poolers (10)")
+    parser.add_argument("--burst", type=_args.burst, default=_args.Burst(30, 5.0, 10.0),
+                        help="extra workers and when: 30@5s-10s (0 for none)")
+    parser.add_argument("--duration", type=_args.duration, default=15.0)
+    parser.add_argument("--runs", type=_args.non_negative_int, default=runs)
+    parser.add_argument("--stall", type=_args.stall,
+                        help="hold all pooler<->server traffic once: 100ms@7s")
+    parser.add_argument("--latency-stalls", type=_rate_stalls,
+                        help="random stalls: RATE/s:MEAN, e.g. 0.2/s:50ms (Poisson arrivals, "
+                             "exponential lengths)")
+    parser.add_argument("--cancel-delay", type=_args.duration, default=0.1)
+    parser.add_argument("--poolers", type=_args.non_negative_int, default=1,
+                        help="PgBouncer processes, each with its own pool (1)")
+    parser.add_argument("--max-connections", type=_args.non_negative_int, default=100,
+                        help="the server's max_connections (100)")
+    parser.add_argument("--query-wait-timeout", type=_args.duration, default=120.0)
+    parser.add_argument("--server-login-retry", type=_args.duration, default=15.0)
+    parser.add_argument("--login-time", type=_args.duration, default=0.004,
+                        help="a new server connection's time beyond --connect-latency: "
+                             "backend start and login (4ms)")
+    parser.add_argument("--round-trip", type=_args.duration, default=0.0006,
+                        help="a server connection's time per query beyond the query (0.6ms)")
+    parser.add_argument("--client-turnaround", type=_args.duration, default=0.0002,
+                        help="a client's time from a result to its next query (0.2ms)")
+    parser.add_argument("--think-time", type=_args.duration, default=0.0,
+                        help="each worker's pause between queries (0: closed loop)")
+    parser.add_argument("--max-waiting", type=_args.non_negative_int,
+                        help="steady's backlog bound (default: 4 x pool size)")
+    parser.add_argument("--seed", type=int, default=1)
+
+
+def _rate_stalls(text: str) -> tuple[float, float]:
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*/\s*s\s*:\s*(\S+)\s*$", text)
+    if not m:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a stall rate; write it like 0.2/s:50ms (rate/s:mean length)")
+    return float(m[1]), _args.duration(m[2])
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from pgsteady.sim.config import SimConfig
+
+    stall = args.stall or _args.Stall(0.0, 0.0)
+    rate, mean = args.latency_stalls or (0.0, 0.1)
+    return SimConfig(
+        strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
+        pool_size=args.pool_size, min_pool_size=args.min_pool_size,
+        connect_latency=args.connect_latency, query_time=args.query_time,
+        query_time_p99=args.query_time_p99, deadline=args.deadline, workers=args.workers,
+        burst_workers=args.burst.workers, burst_start=args.burst.start,
+        burst_end=args.burst.end, duration=args.duration, runs=args.runs,
+        stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
+        poolers=args.poolers, max_connections=args.max_connections,
+        query_wait_timeout=args.query_wait_timeout,
+        server_login_retry=args.server_login_retry, login_time=args.login_time,
+        round_trip=args.round_trip,
+        client_turnaround=args.client_turnaround, think_time=args.think_time,
+        stall_rate=rate, stall_mean=mean, max_waiting=args.max_waiting, seed=args.seed)
+
+
+def _check_paths(*paths: str | None, directory: str | None = None) -> None:
+    for path in filter(None, paths):
+        parent = Path(path).resolve().parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{parent} is not a directory; choose another --json path")
+    if directory and Path(directory).exists() and not Path(directory).is_dir():
+        raise UsageError(f"{directory} is not a directory; choose another --out")
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+def run_pool_drain(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pgsteady.lab import report
+    from pgsteady.sim.run import run_model
+
+    config = _config(args)
+    _check_paths(args.json, directory=args.out)
+    err = Console(stderr=True)
+    started = time.perf_counter()
+    result = run_model(config)
+    out = _console()
+    for run_result in result.runs:
+        if run_result.run == 1:
+            out.print(report.per_second_table(run_result, result.pgbench_tps))
+    out.print(report.summary_table(result))
+    err.print(f"model: {len(result.runs)} run(s) of {config.duration:g} simulated s in "
+              f"{time.perf_counter() - started:.2f} s of wall time")
+    if args.json:
+        report.write_json(result, Path(args.json))
+        err.print(f"wrote {args.json}")
+    if args.out:
+        out_dir = Path(args.out)
+        report.write_json(result, out_dir / "pool-drain.json")
+        for chart in report.write_charts(result, out_dir):
+            err.print(f"wrote {chart}")
+    return EXIT_OK
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pgsteady.lab.scenarios.pool_drain import run_pool_drain as lab_run
+    from pgsteady.sim import validate as check
+    from pgsteady.sim.report import validation_table
+
+    _check_paths(args.json)
+    err = Console(stderr=True)
+    grid = check.QUICK if args.quick else check.FULL
+    result = check.validate(grid, lambda config: lab_run(config, base_dir=args.dir),
+                            seed=args.seed, progress=err.print)
+    _console().print(validation_table(result))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        err.print(f"wrote {args.json}")
+    return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def run_phase_map(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pgsteady.sim import phase_map
+    from pgsteady.sim.report import phase_map_tables, write_phase_map
+
+    config = _config(args)
+    x = phase_map.parse_axis(args.x, args.steps, config)
+    y = phase_map.parse_axis(args.y, args.steps, config)
+    _check_paths(directory=args.out)
+    err = Console(stderr=True)
+    started = time.perf_counter()
+    result = phase_map.run_phase_map(
+        config, x, y, jobs=args.jobs,
+        progress=lambda done, total: err.print(f"cell {done}/{total}") if err.is_terminal
+        else None)
+    for table in phase_map_tables(result):
+        _console().print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "phase-map.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    err.print(f"wrote {out / 'phase-map.json'} ({time.perf_counter() - started:.1f} s)")
+    for path in write_phase_map(result, out):
+        err.print(f"wrote {path}")
+    return EXIT_OK

@@ -1,0 +1,450 @@
+"""``StaleCache`` / ``AsyncStaleCache``: serve what you have when the source does not answer.
+
+Seed 002: uncached gateway lookups waited 10 s and failed while a cached copy of the same
+settings sat one lookup away. Here an entry is *fresh* for ``fresh_for`` seconds (served
+without calling the loader), then *stale* until ``stale_for``: the loader runs again, and if
+it fails with an outage-shaped error (``stale_on``: cannot connect, deadline, overloaded,
+connection failed, circuit open, plus any you list) the stale entry is served instead and
+counted. A failure is never stored: the next call tries the loader again.
+
+Loads are single-flight per key and process: while one caller loads a key, the others get
+the stale entry at once if there is one, or wait (within their deadline) for that load.
+
+The sync and async caches share :class:`_Rules` (decisions and counters, no I/O) and differ
+only in how they wait. A cache over :class:`RedisBackend` that cannot reach Redis calls the
+loader as if the key were absent: a cache outage must not become a service outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
+
+from pgsteady.errors import (
+    CacheUnavailable,
+    CannotConnect,
+    CircuitOpen,
+    DeadlineExceeded,
+    Overloaded,
+    QueryFailed,
+    UsageError,
+)
+from pgsteady.guards.backends import Backend, MemoryBackend
+from pgsteady.settings import Duration, to_seconds
+
+log = logging.getLogger("pgsteady.guards")
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+STALE_ON: tuple[type[BaseException], ...] = (
+    CannotConnect, DeadlineExceeded, Overloaded, QueryFailed, CircuitOpen)
+"""Loader errors that mean "the source did not answer": a stale entry is served instead."""
+
+QUIET_FOR = 10.0
+"""Repeated warnings of one kind (Redis down, serving stale) are logged once per this many
+seconds, with how many were left out: an outage must not become a log flood."""
+
+_UNSTORABLE = object()
+
+LONGEST_WAIT_FOR_LOAD = 60.0
+"""Without a deadline, a caller waits at most this long for another caller's load."""
+
+
+class Codec(Protocol):
+    """How values become bytes for a shared backend (``json`` by default: never pickle what
+    a shared cache hands back)."""
+
+    def dumps(self, obj: Any) -> str | bytes: ...
+    def loads(self, s: str | bytes) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Served(Generic[T]):
+    """What :meth:`StaleCache.lookup` returns: the value, whether it is stale, and its age
+    in seconds (0 for a value just loaded)."""
+
+    value: T
+    stale: bool
+    age: float
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counters since the cache was made."""
+
+    fresh_hits: int
+    loads: int
+    load_failures: int
+    served_stale: int
+    waited_for_load: int
+    backend_errors: int
+
+
+class _Flight:
+    """One load in progress for a key; others wait on it instead of loading again."""
+
+    __slots__ = ("done", "error", "future", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.future: asyncio.Future[Any] | None = None
+
+
+class _Rules:
+    """Everything both caches decide the same way: freshness, encoding, counting."""
+
+    def __init__(self, backend: Backend | None, *, fresh_for: Duration, stale_for: Duration,
+                 max_entries: int, codec: Codec,
+                 stale_on: tuple[type[BaseException], ...]) -> None:
+        fresh = to_seconds(fresh_for, "fresh_for")
+        stale = to_seconds(stale_for, "stale_for")
+        if fresh is None or stale is None or stale < fresh:
+            raise UsageError(f"need fresh_for <= stale_for, both in seconds; got fresh_for="
+                             f"{fresh_for!r}, stale_for={stale_for!r}")
+        self.fresh_for, self.stale_for = fresh, stale
+        self.backend: Backend = backend if backend is not None else MemoryBackend(max_entries)
+        self.codec = codec
+        self.stale_on = STALE_ON + tuple(stale_on)
+        self._encoded = not self.backend.stores_objects
+        self.objects = not self._encoded
+        self._lock = threading.Lock()
+        self._flights: dict[str, _Flight] = {}
+        self._counts = dict.fromkeys(
+            ("fresh_hits", "loads", "load_failures", "served_stale", "waited_for_load",
+             "backend_errors"), 0)
+        self._quiet: dict[str, tuple[float, int]] = {}  # kind -> (quiet until, left out)
+
+    def note(self, kind: str, level: int, message: str, *args: Any) -> None:
+        """Log ``message``, but one of each ``kind`` per ``QUIET_FOR`` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            until, left_out = self._quiet.get(kind, (0.0, 0))
+            if now < until:
+                self._quiet[kind] = (until, left_out + 1)
+                return
+            self._quiet[kind] = (now + QUIET_FOR, 0)
+        if left_out:
+            message += f" ({left_out} more like it in the last {QUIET_FOR:.0f} s not logged)"
+        log.log(level, message, *args)
+
+    def count(self, what: str) -> None:
+        with self._lock:
+            self._counts[what] += 1
+
+    def hit(self) -> None:
+        with self._lock:
+            self._counts["fresh_hits"] += 1
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(**self._counts)
+
+    def encode(self, key: str, value: Any) -> Any:
+        """The payload to store, or ``_UNSTORABLE`` if the codec refuses the value (it is
+        still returned to the caller, just not cached)."""
+        if not self._encoded:
+            return value
+        try:
+            data = self.codec.dumps(value)
+        except (TypeError, ValueError) as exc:
+            self.note("encode", logging.ERROR, "cannot cache %r: the codec refused the value "
+                      "(%s); pass a codec that can encode it", key, str(exc))
+            return _UNSTORABLE
+        return data.encode() if isinstance(data, str) else data
+
+    def entry(self, found: tuple[Any, float] | None, key: str) -> Served[Any] | None:
+        """A usable entry (younger than ``stale_for``) from what the backend returned."""
+        if found is None or found[1] >= self.stale_for:
+            return None
+        payload, age = found
+        if self._encoded:
+            try:
+                payload = self.codec.loads(payload)
+            except ValueError:  # a corrupt or foreign entry: a miss, never a crash
+                log.warning("cache entry %r cannot be decoded; loading it again", key)
+                return None
+        return Served(payload, age >= self.fresh_for, age)
+
+    def backend_failed(self, exc: CacheUnavailable, doing: str) -> None:
+        self.count("backend_errors")
+        self.note("backend", logging.WARNING,
+                  "cache backend failed while %s; going to the source: %s", doing, str(exc))
+
+    def join(self, key: str) -> tuple[_Flight, bool]:
+        """The flight loading ``key`` and whether we lead it (we must then run the loader)."""
+        with self._lock:
+            flight = self._flights.get(key)
+            if flight is not None:
+                return flight, False
+            flight = self._flights[key] = _Flight()
+            return flight, True
+
+    def land(self, key: str, flight: _Flight) -> None:
+        with self._lock:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+        flight.done.set()
+
+    def fallback(self, exc: BaseException, entry: Served[Any] | None) -> Served[Any]:
+        """After a failed load: the stale entry if the error allows it, else re-raise."""
+        self.count("load_failures")
+        if entry is not None and isinstance(exc, self.stale_on):
+            self.count("served_stale")
+            self.note("stale", logging.WARNING,
+                      "serving stale entries because loads fail (this one %.1f s old): %s",
+                      entry.age, str(exc))  # text: a record must not keep frames alive
+            return Served(entry.value, True, entry.age)
+        raise exc
+
+    def key_for(self, fn: Callable[..., Any], key: str | Callable[..., str] | None,
+                args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        if key is None:
+            return f"{fn.__module__}.{fn.__qualname__}:" + json.dumps(
+                [args, kwargs], default=repr, sort_keys=True, separators=(",", ":"))
+        if isinstance(key, str):
+            return key.format(*args, **kwargs)
+        return key(*args, **kwargs)
+
+
+def _waited_too_long(budget: float, start: float) -> DeadlineExceeded:
+    return DeadlineExceeded("queued", budget, time.monotonic() - start)
+
+
+class StaleCache:
+    """A stale-on-error, single-flight cache for sync code (see the module docstring).
+
+    ``backend`` defaults to a :class:`MemoryBackend` of ``max_entries``; pass a
+    :class:`RedisBackend` to share entries across processes (values pass through ``codec``).
+    The sync loader runs in the calling thread: give it its own deadline (``Database`` calls
+    take one); ``deadline`` here bounds waiting for another caller's load.
+    """
+
+    def __init__(self, backend: Backend | None = None, *, fresh_for: Duration,
+                 stale_for: Duration, max_entries: int = 10_000, codec: Codec = json,
+                 stale_on: tuple[type[BaseException], ...] = ()) -> None:
+        self._rules = _Rules(backend, fresh_for=fresh_for, stale_for=stale_for,
+                             max_entries=max_entries, codec=codec, stale_on=stale_on)
+        self.backend = self._rules.backend
+
+    def stats(self) -> CacheStats:
+        return self._rules.stats()
+
+    def get_or_load(self, key: str, loader: Callable[[], T], *,
+                    deadline: Duration = None) -> T:
+        """The value for ``key``: cached, freshly loaded, or stale if the load failed."""
+        rules = self._rules
+        try:
+            found = self.backend.get(key)
+        except CacheUnavailable as exc:
+            rules.backend_failed(exc, f"reading {key!r}")
+            found = None
+        if found is not None and found[1] < rules.fresh_for:  # the hot path: a fresh hit
+            value: T
+            if rules.objects:
+                rules.hit()
+                value = found[0]
+                return value
+            try:
+                value = rules.codec.loads(found[0])
+            except ValueError:
+                pass  # a corrupt entry: the slow path logs it and loads again
+            else:
+                rules.hit()
+                return value
+        served: T = self._lookup(key, loader, deadline, rules.entry(found, key)).value
+        return served
+
+    def lookup(self, key: str, loader: Callable[[], T], *,
+               deadline: Duration = None) -> Served[T]:
+        """Like :meth:`get_or_load`, but says whether the value is stale and how old."""
+        return self._lookup(key, loader, deadline, self._read(key))
+
+    def _lookup(self, key: str, loader: Callable[[], T], deadline: Duration,
+                entry: Served[Any] | None) -> Served[T]:
+        rules = self._rules
+        if entry is not None and not entry.stale:
+            rules.hit()
+            return entry
+        start = time.monotonic()
+        flight, leader = rules.join(key)
+        if not leader:
+            if entry is not None:  # someone is loading it; the stale copy serves meanwhile
+                rules.count("served_stale")
+                return entry
+            rules.count("waited_for_load")
+            budget = to_seconds(deadline, "deadline")
+            if budget is None:
+                budget = LONGEST_WAIT_FOR_LOAD
+            if not flight.done.wait(budget):
+                raise _waited_too_long(budget, start)
+            if flight.error is not None:
+                raise flight.error
+            return Served(flight.value, False, time.monotonic() - start)
+        try:
+            rules.count("loads")
+            try:
+                value = loader()
+            except BaseException as exc:
+                flight.error = exc
+                if not isinstance(exc, Exception):
+                    raise
+                return rules.fallback(exc, entry)
+            flight.value = value
+            self._store(key, value)
+            return Served(value, False, 0.0)
+        finally:
+            rules.land(key, flight)
+
+    def _read(self, key: str) -> Served[Any] | None:
+        try:
+            found = self.backend.get(key)
+        except CacheUnavailable as exc:
+            self._rules.backend_failed(exc, f"reading {key!r}")
+            return None
+        return self._rules.entry(found, key)
+
+    def _store(self, key: str, value: Any) -> None:
+        payload = self._rules.encode(key, value)
+        if payload is _UNSTORABLE:
+            return
+        try:
+            self.backend.set(key, payload, self._rules.stale_for)
+        except CacheUnavailable as exc:
+            self._rules.backend_failed(exc, f"storing {key!r}")
+
+    def invalidate(self, key: str) -> None:
+        """Forget ``key`` (the next lookup loads it)."""
+        try:
+            self.backend.delete(key)
+        except CacheUnavailable as exc:
+            self._rules.backend_failed(exc, f"deleting {key!r}")
+
+    def cached(self, key: str | Callable[..., str] | None = None, *,
+               deadline: Duration = None) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        """Decorate a loader function: ``@cache.cached(key="org:{0}")``. ``key`` is a format
+        string over the call's arguments, a function of them, or None (name + arguments)."""
+        def decorate(fn: Callable[P, T]) -> Callable[P, T]:
+            @functools.wraps(fn)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                name = self._rules.key_for(fn, key, args, kwargs)
+                return self.get_or_load(name, lambda: fn(*args, **kwargs), deadline=deadline)
+            return wrapper
+        return decorate
+
+
+class AsyncStaleCache:
+    """:class:`StaleCache` for asyncio. Here ``deadline`` bounds the whole lookup: a load
+    that outlives it keeps running in the background and fills the cache when it ends,
+    while the caller gets the stale entry (if any) or :class:`DeadlineExceeded`."""
+
+    def __init__(self, backend: Backend | None = None, *, fresh_for: Duration,
+                 stale_for: Duration, max_entries: int = 10_000, codec: Codec = json,
+                 stale_on: tuple[type[BaseException], ...] = ()) -> None:
+        self._rules = _Rules(backend, fresh_for=fresh_for, stale_for=stale_for,
+                             max_entries=max_entries, codec=codec, stale_on=stale_on)
+        self.backend = self._rules.backend
+        self._loads: set[asyncio.Task[Any]] = set()
+
+    def stats(self) -> CacheStats:
+        return self._rules.stats()
+
+    async def get_or_load(self, key: str, loader: Callable[[], Awaitable[T]], *,
+                          deadline: Duration = None) -> T:
+        served: T = (await self.lookup(key, loader, deadline=deadline)).value
+        return served
+
+    async def lookup(self, key: str, loader: Callable[[], Awaitable[T]], *,
+                     deadline: Duration = None) -> Served[T]:
+        rules = self._rules
+        entry = await self._read(key)
+        if entry is not None and not entry.stale:
+            rules.hit()
+            return entry
+        start = time.monotonic()
+        budget = to_seconds(deadline, "deadline")
+        flight, leader = rules.join(key)
+        if not leader and budget is None:
+            budget = LONGEST_WAIT_FOR_LOAD
+        if leader:
+            rules.count("loads")
+            task = asyncio.ensure_future(self._load(key, loader, flight))
+            self._loads.add(task)
+            task.add_done_callback(self._landed)
+            flight.future = task
+        elif entry is not None:
+            rules.count("served_stale")
+            return entry
+        else:
+            rules.count("waited_for_load")
+        assert flight.future is not None
+        try:
+            value = await asyncio.wait_for(asyncio.shield(flight.future), budget)
+        except TimeoutError:
+            if entry is not None:  # the load goes on and fills the cache when it ends
+                rules.count("served_stale")
+                return entry
+            raise _waited_too_long(budget or 0.0, start) from None
+        except Exception as exc:
+            if not leader:
+                raise
+            return rules.fallback(exc, entry)
+        return Served(value, False, time.monotonic() - start if not leader else 0.0)
+
+    def _landed(self, task: asyncio.Task[Any]) -> None:
+        self._loads.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a load nobody waits for any more must not warn
+
+    async def _load(self, key: str, loader: Callable[[], Awaitable[Any]],
+                    flight: _Flight) -> Any:
+        try:
+            value = await loader()
+            await self._store(key, value)
+            return value
+        finally:
+            self._rules.land(key, flight)
+
+    async def _read(self, key: str) -> Served[Any] | None:
+        try:
+            found = await self.backend.aget(key)
+        except CacheUnavailable as exc:
+            self._rules.backend_failed(exc, f"reading {key!r}")
+            return None
+        return self._rules.entry(found, key)
+
+    async def _store(self, key: str, value: Any) -> None:
+        payload = self._rules.encode(key, value)
+        if payload is _UNSTORABLE:
+            return
+        try:
+            await self.backend.aset(key, payload, self._rules.stale_for)
+        except CacheUnavailable as exc:
+            self._rules.backend_failed(exc, f"storing {key!r}")
+
+    async def invalidate(self, key: str) -> None:
+        try:
+            await self.backend.adelete(key)
+        except CacheUnavailable as exc:
+            self._rules.backend_failed(exc, f"deleting {key!r}")
+
+    def cached(self, key: str | Callable[..., str] | None = None, *, deadline: Duration = None,
+               ) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitable[T]]]:
+        """Decorate an async loader function; see :meth:`StaleCache.cached`."""
+        def decorate(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+            @functools.wraps(fn)
+            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                name = self._rules.key_for(fn, key, args, kwargs)
+                return await self.get_or_load(name, lambda: fn(*args, **kwargs),
+                                              deadline=deadline)
+            return wrapper
+        return decorate

@@ -1,0 +1,457 @@
+"""Health probes that match what users see, and never restart a server for a slow database.
+
+Seed 002: the API's health check queried the database, so when the database queued every
+query, healthy servers failed their checks and were restarted — and each restart leaked
+sessions. The split Kubernetes expects, and what :class:`Health` gives:
+
+- ``live()``: the process is up. No I/O, ever: a slow dependency must not kill a server.
+- ``ready()``: every dependency answers within a short deadline (1 s) and no breaker is
+  open; a server that is not ready is taken out of rotation, not killed, and comes back by
+  itself when the dependency does.
+- ``deep()``: each dependency exercised for real (a query in a transaction, a cache round
+  trip), for monitoring that should page when customers would notice.
+
+Reports follow ``application/health+json`` (draft-inadarei-api-health-check): ``status``
+pass / warn / fail and ``checks`` with observed values and times. ``asgi()`` serves them at
+``/health/live``, ``/health/ready`` and ``/health/deep`` (200, or 503 on fail) as a plain
+ASGI app; ``serve(port)`` runs the same on a stdlib HTTP server thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, Self
+
+from pgsteady.errors import UsageError
+from pgsteady.guards.backends import RedisBackend
+from pgsteady.guards.breaker import CircuitBreaker
+from pgsteady.settings import scrub
+
+log = logging.getLogger("pgsteady.health")
+
+Status = Literal["pass", "warn", "fail"]
+Mode = Literal["ready", "deep"]
+CONTENT_TYPE = "application/health+json"
+PATHS: dict[str, str] = {"/health/live": "live", "/health/ready": "ready",
+                         "/health/deep": "deep"}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What a check observed. A check may also return a plain value (pass, observed), a
+    bool (False is fail) or raise (fail, with the error as output)."""
+
+    status: Status = "pass"
+    observed: Any = None
+    unit: str | None = None
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named dependency's probes: ``ready(timeout)`` and ``deep(timeout)``, both sync or
+    both async. ``db_check``, ``redis_check`` and ``breaker_check`` build these; a plain
+    callable passed to :class:`Health` is used for both."""
+
+    ready: Callable[[float], Any]
+    deep: Callable[[float], Any]
+    component_type: str = "component"
+
+
+def _as_check(value: Check | Callable[[], Any]) -> Check:
+    if isinstance(value, Check):
+        return value
+    if not callable(value):
+        raise UsageError(f"a health check must be a callable or a Check, got {value!r}")
+    if inspect.iscoroutinefunction(value):
+        async def async_probe(_timeout: float) -> Any:
+            return await value()
+        return Check(async_probe, async_probe)
+    return Check(lambda _timeout: value(), lambda _timeout: value())
+
+
+def db_check(db: Any) -> Check:
+    """``Database`` or ``AsyncDatabase``: ready runs ``select 1`` within the deadline (and
+    fails at once while the Database's breaker is open); deep runs a read-only transaction
+    that reports whether the server is a primary."""
+    from pgsteady.arunner import AsyncDatabase  # noqa: PLC0415 - avoid an import cycle
+
+    deep_sql = "SELECT pg_is_in_recovery(), current_setting('server_version')"
+
+    def describe(row: Any) -> CheckResult:
+        role = "standby" if row[0] else "primary"
+        return CheckResult(output=f"PostgreSQL {row[1]}, {role}")
+
+    if isinstance(db, AsyncDatabase):
+        async def aready(timeout: float) -> Any:
+            await db.fetchone("SELECT 1", deadline=timeout)
+
+        async def adeep(timeout: float) -> Any:
+            async def work(conn: Any) -> Any:
+                return await (await conn.execute(deep_sql)).fetchone()
+            return describe(await db.run(work, deadline=timeout))
+
+        return Check(aready, adeep, "datastore")
+
+    def ready(timeout: float) -> Any:
+        db.fetchone("SELECT 1", deadline=timeout)
+
+    def deep(timeout: float) -> Any:
+        return describe(db.run(lambda conn: conn.execute(deep_sql).fetchone(),
+                               deadline=timeout))
+
+    return Check(ready, deep, "datastore")
+
+
+def redis_check(client: Any) -> Check:
+    """A redis-py client (sync or asyncio) or a ``RedisBackend`` (its sync client): ready is
+    ``PING``; deep writes, reads back and deletes a short-lived probe key."""
+    if isinstance(client, RedisBackend):
+        client = client.client
+    is_async = inspect.iscoroutinefunction(getattr(client, "ping", None))
+
+    def probe_key() -> tuple[str, str]:
+        return f"pgsteady:health:{uuid.uuid4().hex}", uuid.uuid4().hex
+
+    if is_async:
+        async def aready(_timeout: float) -> Any:
+            await client.ping()
+
+        async def adeep(timeout: float) -> Any:
+            key, value = probe_key()
+            await client.set(key, value, px=max(1000, int(timeout * 1000)))
+            got = await client.get(key)
+            await client.delete(key)
+            return _round_trip(got, value)
+
+        return Check(aready, adeep, "datastore")
+
+    def ready(_timeout: float) -> Any:
+        client.ping()
+
+    def deep(timeout: float) -> Any:
+        key, value = probe_key()
+        client.set(key, value, px=max(1000, int(timeout * 1000)))
+        got = client.get(key)
+        client.delete(key)
+        return _round_trip(got, value)
+
+    return Check(ready, deep, "datastore")
+
+
+def _round_trip(got: Any, value: str) -> CheckResult:
+    if got is None or (got.decode() if isinstance(got, bytes) else got) != value:
+        return CheckResult("fail", output="the value written was not read back")
+    return CheckResult(output="set/get/delete round trip")
+
+
+_BREAKER_STATUS: dict[str, Status] = {"closed": "pass", "half-open": "warn", "open": "fail"}
+
+
+def breaker_check(breaker: CircuitBreaker) -> Check:
+    """No I/O: closed passes, half-open warns, open fails (observed: its state)."""
+    def probe(_timeout: float) -> CheckResult:
+        stats = breaker.stats()
+        status = _BREAKER_STATUS[stats.state]
+        output = "" if stats.state == "closed" else \
+            f"circuit {stats.name!r} is {stats.state}; retry in {stats.retry_after:.1f} s"
+        return CheckResult(status, stats.state, None, output)
+
+    return Check(probe, probe, "component")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _entry(result: Any, took: float, component_type: str) -> dict[str, Any]:
+    if isinstance(result, CheckResult):
+        status, observed, unit, output = result.status, result.observed, result.unit, \
+            result.output
+    elif result is False:
+        status, observed, unit, output = "fail", None, None, "the check returned False"
+    else:
+        status, observed, unit, output = "pass", None if result is True else result, None, ""
+    entry: dict[str, Any] = {"componentType": component_type, "status": status,
+                             "time": _now(), "responseTimeMs": round(took * 1000, 2)}
+    if observed is not None:
+        entry["observedValue"] = observed
+        if unit:
+            entry["observedUnit"] = unit
+    if output:
+        entry["output"] = output
+    return entry
+
+
+def _failed(exc: BaseException, took: float, component_type: str) -> dict[str, Any]:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return {"componentType": component_type, "status": "fail", "time": _now(),
+            "responseTimeMs": round(took * 1000, 2),
+            "output": scrub(f"{type(exc).__name__}: {text}")}
+
+
+def _overall(checks: Mapping[str, list[dict[str, Any]]]) -> Status:
+    statuses = {entry["status"] for entries in checks.values() for entry in entries}
+    return "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
+
+
+def status_code(report: Mapping[str, Any]) -> int:
+    """The HTTP status for a report: 503 when it fails, else 200 (warn is still ready)."""
+    return 503 if report.get("status") == "fail" else 200
+
+
+class Health:
+    """Liveness, readiness and deep checks over named dependencies (see the module doc).
+
+    ``checks`` maps names to :class:`Check` objects (``db_check(db)``, ...) or plain
+    callables. ``timeout`` is the deadline of one ``ready()``/``deep()`` as a whole; every
+    check gets 90 % of it, and a check still running at the deadline is reported as failed
+    (it keeps its worker thread until it returns, so give checks their own deadlines).
+    """
+
+    def __init__(self, checks: Mapping[str, Check | Callable[[], Any]] | None = None, *,
+                 timeout: float = 1.0, deep_timeout: float = 3.0, service: str | None = None,
+                 version: str | None = None, max_threads: int = 16) -> None:
+        if timeout <= 0 or deep_timeout <= 0:
+            raise UsageError("health timeouts must be positive durations in seconds")
+        self.checks = {name: _as_check(check) for name, check in (checks or {}).items()}
+        self.timeout = timeout
+        self.deep_timeout = deep_timeout
+        self.service = service
+        self.version = version
+        self._started = time.monotonic()
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_threads, thread_name_prefix="pgsteady-health")
+        # Probes that arrive while the same kind is running share its result: a burst of
+        # load-balancer checks costs the database one query, not one each.
+        self._lock = threading.Lock()
+        self._running: dict[Mode, concurrent.futures.Future[dict[str, Any]]] = {}
+        self._arunning: dict[Mode, asyncio.Future[dict[str, Any]]] = {}
+
+    def close(self) -> None:
+        """Stop the check threads (checks still running finish on their own)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def _report(self, description: str, checks: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        report: dict[str, Any] = {"status": _overall(checks), "description": description}
+        if self.service:
+            report["serviceId"] = self.service
+        if self.version:
+            report["version"] = self.version
+        report["checks"] = checks
+        return report
+
+    def live(self) -> dict[str, Any]:
+        """The process is up (and this thread answers): no I/O, no checks."""
+        uptime = {"componentType": "system", "status": "pass", "time": _now(),
+                  "observedValue": round(time.monotonic() - self._started, 3),
+                  "observedUnit": "s"}
+        return self._report("live", {"uptime": [uptime]})
+
+    # -- sync ---------------------------------------------------------------------------
+
+    def ready(self) -> dict[str, Any]:
+        """Every dependency answers within ``timeout`` and no breaker is open."""
+        return self._run_sync("ready", self.timeout)
+
+    def deep(self) -> dict[str, Any]:
+        """Every dependency exercised for real, within ``deep_timeout``."""
+        return self._run_sync("deep", self.deep_timeout)
+
+    def _run_sync(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        with self._lock:
+            running = self._running.get(mode)
+            if running is None:
+                mine: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+                self._running[mode] = mine
+        if running is not None:
+            return running.result(timeout + 1.0)
+        try:
+            report = self._evaluate_sync(mode, timeout)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        else:
+            mine.set_result(report)
+        finally:
+            with self._lock:
+                del self._running[mode]
+        return report
+
+    def _evaluate_sync(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        start = time.monotonic()
+        budget = timeout * 0.9
+        futures = {name: self._threads.submit(self._one_sync, check, mode, budget)
+                   for name, check in self.checks.items()}
+        concurrent.futures.wait(futures.values(), timeout=timeout)
+        checks: dict[str, list[dict[str, Any]]] = {}
+        for name, future in futures.items():
+            check = self.checks[name]
+            if future.done():
+                checks[name] = [future.result()]
+            else:
+                future.cancel()
+                checks[name] = [_failed(TimeoutError(f"no answer within {timeout * 1000:.0f} "
+                                                     f"ms"), time.monotonic() - start,
+                                        check.component_type)]
+        return self._report(mode, checks)
+
+    @staticmethod
+    def _one_sync(check: Check, mode: Mode, budget: float) -> dict[str, Any]:
+        probe = check.ready if mode == "ready" else check.deep
+        start = time.monotonic()
+        if inspect.iscoroutinefunction(probe):
+            return _failed(UsageError("an async check; use aready()/adeep() or the ASGI app"),
+                           0.0, check.component_type)
+        try:
+            result = probe(budget)
+        except Exception as exc:
+            return _failed(exc, time.monotonic() - start, check.component_type)
+        return _entry(result, time.monotonic() - start, check.component_type)
+
+    # -- asyncio -------------------------------------------------------------------------
+
+    async def aready(self) -> dict[str, Any]:
+        """``ready()`` from an event loop: async checks run here, sync ones in threads."""
+        return await self._run_async("ready", self.timeout)
+
+    async def adeep(self) -> dict[str, Any]:
+        return await self._run_async("deep", self.deep_timeout)
+
+    async def _run_async(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        running = self._arunning.get(mode)
+        if running is not None:
+            return await asyncio.shield(running)
+        mine = asyncio.ensure_future(self._evaluate_async(mode, timeout))
+        self._arunning[mode] = mine
+        mine.add_done_callback(lambda _: self._arunning.pop(mode, None))
+        return await asyncio.shield(mine)
+
+    async def _evaluate_async(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        names = list(self.checks)
+        results = await asyncio.gather(
+            *(self._one_async(self.checks[name], mode, timeout) for name in names))
+        return self._report(mode, dict(zip(names, ([r] for r in results), strict=True)))
+
+    async def _one_async(self, check: Check, mode: Mode, timeout: float) -> dict[str, Any]:
+        probe = check.ready if mode == "ready" else check.deep
+        start = time.monotonic()
+        budget = timeout * 0.9
+        try:
+            if inspect.iscoroutinefunction(probe):
+                result = await asyncio.wait_for(probe(budget), timeout)
+            else:
+                loop = asyncio.get_running_loop()
+                result = await asyncio.wait_for(
+                    asyncio.shield(loop.run_in_executor(self._threads, probe, budget)), timeout)
+        except TimeoutError:
+            return _failed(TimeoutError(f"no answer within {timeout * 1000:.0f} ms"),
+                           time.monotonic() - start, check.component_type)
+        except Exception as exc:
+            return _failed(exc, time.monotonic() - start, check.component_type)
+        return _entry(result, time.monotonic() - start, check.component_type)
+
+    # -- serving -------------------------------------------------------------------------
+
+    def asgi(self) -> Callable[[Any, Any, Any], Awaitable[None]]:
+        """An ASGI 3 app serving ``/health/live``, ``/health/ready``, ``/health/deep``."""
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "lifespan":
+                while True:
+                    message = await receive()
+                    if message["type"] == "lifespan.startup":
+                        await send({"type": "lifespan.startup.complete"})
+                    elif message["type"] == "lifespan.shutdown":
+                        await send({"type": "lifespan.shutdown.complete"})
+                        return
+            if scope["type"] != "http":
+                return
+            which = PATHS.get(scope["path"].rstrip("/"))
+            if which is None or scope["method"] not in ("GET", "HEAD"):
+                code, body = 404, {"status": "fail", "output": "not found; try /health/live, "
+                                   "/health/ready or /health/deep"}
+            else:
+                body = self.live() if which == "live" else \
+                    await (self.aready() if which == "ready" else self.adeep())
+                code = status_code(body)
+            data = json.dumps(body, default=str).encode()
+            await send({"type": "http.response.start", "status": code,
+                        "headers": [(b"content-type", CONTENT_TYPE.encode()),
+                                    (b"cache-control", b"no-store"),
+                                    (b"content-length", str(len(data)).encode())]})
+            await send({"type": "http.response.body",
+                        "body": b"" if scope["method"] == "HEAD" else data})
+        return app
+
+    def serve(self, port: int = 0, host: str = "127.0.0.1") -> HealthServer:
+        """Serve the three endpoints from a stdlib HTTP server in a daemon thread (for
+        workers without a web server); ``port=0`` picks a free one. Stop it with ``stop()``
+        or ``with``."""
+        return HealthServer(self, host, port).start()
+
+
+class HealthServer:
+    """A running ``Health.serve()``: ``.port``, ``.url(path)``, ``stop()``."""
+
+    def __init__(self, health: Health, host: str, port: int) -> None:
+        self.health = health
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                which = PATHS.get(self.path.split("?", 1)[0].rstrip("/"))
+                if which is None:
+                    code, body = 404, {"status": "fail", "output": "not found"}
+                else:
+                    body = getattr(health, which)()
+                    code = status_code(body)
+                data = json.dumps(body, default=str).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("health %s", format % args)
+
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise UsageError(f"cannot serve health on {host}:{port}: {exc.strerror}; choose "
+                             f"another port (0 picks a free one)") from None
+        self._server.daemon_threads = True
+        self.host = host
+        self.port: int = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.1}, daemon=True,
+                                        name="pgsteady-health-http")
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def url(self, path: str = "/health/live") -> str:
+        return f"http://{self.host}:{self.port}{path}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

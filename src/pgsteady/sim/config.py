@@ -1,0 +1,168 @@
+"""The model's knobs: the lab's, with the same names and defaults (the seed's setting), plus
+what only a model can vary (several poolers, max_connections, random stalls, a seed).
+
+Every knob is checked here, once, so a bad one is one line naming it (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from pgsteady.errors import UsageError
+from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
+
+STRATEGIES = ("naive", "cancel", "psycopg", "steady")
+MAX_CLIENTS = 1_000_000
+MAX_DURATION = 3600.0
+_Z99 = 2.3263478740408408  # the standard normal's 99th percentile
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One setting of the model. Durations in seconds."""
+
+    strategies: tuple[str, ...] = ("naive", "steady")
+    pool_size: int = 4
+    min_pool_size: int | None = None      # None: the pool size, as the lab pre-fills it
+    connect_latency: float = 0.050
+    query_time: float = 0.005             # fixed, or the median when query_time_p99 is set
+    query_time_p99: float | None = None   # lognormal query times with this p99
+    deadline: float = 0.050
+    workers: int = 10                     # in total, spread over the poolers
+    burst_workers: int = 30
+    burst_start: float = 5.0
+    burst_end: float = 10.0
+    duration: float = 15.0
+    runs: int = 1
+    stall: float = 0.0
+    stall_at: float = 0.0
+    cancel_delay: float = 0.1
+    # Only the model has these.
+    poolers: int = 1
+    max_connections: int = 100
+    query_wait_timeout: float = 120.0     # PgBouncer's default
+    server_login_retry: float = 15.0      # PgBouncer's default
+    login_time: float = 0.004             # a new server connection's time beyond the latency
+    round_trip: float = 0.0006            # a server connection's time per query beyond it
+    client_turnaround: float = 0.0002     # a client's time from a result to its next query
+    think_time: float = 0.0               # a worker's pause between queries (0: closed loop)
+    stall_rate: float = 0.0               # random proxy stalls per second (Poisson)
+    stall_mean: float = 0.1               # their mean length (exponential)
+    max_waiting: int | None = None        # steady's backlog bound; None: 4 x pool size
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not self.strategies:
+            problems.append("at least one --strategy is needed")
+        problems += [f"unknown strategy {s!r} for the model; choose from "
+                     f"{', '.join(STRATEGIES)}" for s in self.strategies if s not in STRATEGIES]
+        for name in ("pool_size", "poolers", "max_connections", "runs"):
+            if getattr(self, name) < 1:
+                problems.append(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
+        if self.min_pool_size is not None and not 0 <= self.min_pool_size <= self.pool_size:
+            problems.append("--min-pool-size must be between 0 and --pool-size")
+        if self.workers < 1:
+            problems.append(f"--workers must be at least 1, got {self.workers}")
+        if self.workers + self.burst_workers > MAX_CLIENTS:
+            problems.append(f"at most {MAX_CLIENTS:,} workers in all; lower --workers/--burst")
+        if self.query_time <= 0 or self.deadline <= 0:
+            problems.append("--query-time and --deadline must be positive durations")
+        if self.query_time_p99 is not None and self.query_time_p99 <= self.query_time:
+            problems.append(f"--query-time-p99 ({self.query_time_p99 * 1000:g} ms) must be "
+                            f"above --query-time, the median ({self.query_time * 1000:g} ms)")
+        if not 0 < self.duration <= MAX_DURATION:
+            problems.append(f"--duration must be between 0 and {MAX_DURATION:g} s, "
+                            f"got {self.duration:g}")
+        if self.burst_workers < 0:
+            problems.append("--burst workers must not be negative")
+        if self.burst_workers and not 0 <= self.burst_start < self.burst_end <= self.duration:
+            problems.append(f"--burst {self.burst_workers}@{self.burst_start:g}s-"
+                            f"{self.burst_end:g}s lies outside the {self.duration:g} s run")
+        if self.stall and not 0 <= self.stall_at < self.duration:
+            problems.append(f"--stall at {self.stall_at:g}s lies outside the "
+                            f"{self.duration:g} s run")
+        for name in ("connect_latency", "login_time", "stall", "cancel_delay", "round_trip",
+                     "client_turnaround", "think_time", "stall_rate", "stall_mean"):
+            value = getattr(self, name)
+            if value < 0 or not math.isfinite(value):
+                problems.append(f"--{_flag(name)} must be a finite value >= 0, got {value}")
+        if self.query_wait_timeout <= 0 or self.server_login_retry <= 0:
+            problems.append("--query-wait-timeout and --server-login-retry must be positive")
+        if self.stall_rate and not self.stall_mean:
+            problems.append("--latency-stalls needs a positive mean length")
+        if self.stall_rate * self.duration > 10_000:
+            problems.append("--latency-stalls: at most 10,000 stalls per run; lower the rate")
+        if self.max_waiting is not None and self.max_waiting < 1:
+            problems.append(f"--max-waiting must be at least 1, got {self.max_waiting}")
+        if problems:
+            raise UsageError("; ".join(problems))
+
+    # -- derived ----------------------------------------------------------------------------
+
+    @property
+    def min_pool(self) -> int:
+        return self.pool_size if self.min_pool_size is None else self.min_pool_size
+
+    @property
+    def backlog_bound(self) -> int:
+        return 4 * self.pool_size if self.max_waiting is None else self.max_waiting
+
+    @property
+    def lognormal_sigma(self) -> float:
+        """The spread of the query time's logarithm (0 for a fixed query time)."""
+        if self.query_time_p99 is None:
+            return 0.0
+        return math.log(self.query_time_p99 / self.query_time) / _Z99
+
+    @property
+    def mean_query_time(self) -> float:
+        return self.query_time * math.exp(self.lognormal_sigma ** 2 / 2)
+
+    def predicted_ceiling(self) -> float:
+        """What pgbench would get with ``workers`` clients, in the model: each pooler's servers
+        busy back to back when it has more clients than servers, else each client's own cycle."""
+        hold = self.mean_query_time + self.round_trip
+        total = 0.0
+        for index in range(self.poolers):
+            clients = self.workers // self.poolers + (index < self.workers % self.poolers)
+            if clients > self.pool_size:
+                total += self.pool_size / hold
+            else:
+                total += clients / (hold + self.client_turnaround)
+        return total
+
+    def lab_config(self) -> PoolDrainConfig:
+        """The lab's view of this setting: the knobs both share (for the JSON and tables)."""
+        return PoolDrainConfig(
+            strategies=self.strategies, pool_size=self.pool_size, min_pool_size=self.min_pool,
+            connect_latency=self.connect_latency, query_time=self.query_time,
+            deadline=self.deadline, workers=self.workers, burst_workers=self.burst_workers,
+            burst_start=self.burst_start if self.burst_workers else 0.0,
+            burst_end=self.burst_end if self.burst_workers else 0.0,
+            duration=self.duration, runs=self.runs, stall=self.stall, stall_at=self.stall_at,
+            cancel_delay=self.cancel_delay, ceiling_duration=0.0)
+
+    def model_knobs(self) -> dict[str, Any]:
+        """The knobs only the model has, for the JSON's ``config``."""
+        shared = {f.name for f in fields(PoolDrainConfig)}
+        return {k: v for k, v in asdict(self).items() if k not in shared}
+
+
+def calibrated_round_trip(*, pgbench_tps: float, workers: int, pool_size: int,
+                          query_time: float, client_turnaround: float) -> float:
+    """The round trip that makes the model's pgbench ceiling equal a measured one: the single
+    number :func:`pgsteady.sim.validate` takes from the lab (never the outcome it checks)."""
+    if pgbench_tps <= 0:
+        return SimConfig.round_trip
+    if workers > pool_size:
+        per_query = pool_size / pgbench_tps
+    else:
+        per_query = workers / pgbench_tps - client_turnaround
+    return max(0.0, per_query - query_time)
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
