@@ -172,6 +172,22 @@ def _advance(text: str, offset: int, line: int, line_start: int, counted: int) \
     return line, offset - line_start + 1, line, line_start, offset
 
 
+def skip_blanks(text: str, pos: int = 0) -> int:
+    """The offset of the first character at or after ``pos`` that is not blank or comment."""
+    n = len(text)
+    while pos < n:
+        if text[pos].isspace():
+            pos += 1
+        elif text.startswith("--", pos):
+            newline = text.find("\n", pos)
+            pos = n if newline < 0 else newline + 1
+        elif text.startswith("/*", pos):
+            pos = _block_end(text, pos)
+        else:
+            break
+    return pos
+
+
 def literals(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of every string literal in ``text``, prefix included."""
     pos = 0

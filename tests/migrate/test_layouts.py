@@ -148,3 +148,17 @@ def test_layouts_and_sqltext_import_no_driver():
                   if isinstance(node, ast.ImportFrom)}
         assert not {n for n in names if n.split(".")[0] in ("psycopg", "pglast", "rich")}
         assert not {n for n in names if n.startswith("pgsteady")}, path
+
+
+def test_statements_match_a_whole_file_parse(tmp_path):
+    """Split-then-parse (with same-shape reuse) gives what parsing the whole file gave."""
+    from pgsteady.migrate import analysis, source
+
+    text = ("-- header\nCREATE TABLE t (id int, note text);\n"
+            "INSERT INTO t VALUES (1, 'a;b');  /* c */ INSERT INTO t VALUES (2, 'x');\n"
+            "\n  -- why\n  INSERT INTO t\n    VALUES (3, $$;$$);\n"
+            "INSERT INTO t VALUES (4, E'\\';')\n;ALTER TABLE t ADD COLUMN c int; SELECT 1\n")
+    ours = source.statements_of(tmp_path / "x.sql", layouts.UpPart(text))
+    whole = analysis.analyze(text)
+    assert [(s.sql, s.line, s.col, s.kind, s.targets) for s in ours] == \
+        [(s.sql, s.line, s.col, s.kind, s.targets) for s in whole]

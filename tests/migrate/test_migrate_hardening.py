@@ -27,6 +27,9 @@ def test_transaction_pooler_is_refused(pgsteady_stack, pgsteady_database, tmp_pa
     [line] = refused.stderr.strip().splitlines()
     assert "transaction pooler" in line and "session-mode pool" in line
     assert history(pgsteady_database.dsn) == []
+    for verb in (["preflight"], ["migrate", "--status"], ["migrate", "--plan"]):
+        also = run_cli(*verb, "--dsn", pooled, "--dir", str(folder))
+        assert also.returncode == 2 and "transaction pooler" in also.stderr, verb
     session = pgsteady_stack(pool_mode="session", pool_size=2) \
         .pooled_dsn(pgsteady_database.name)
     done = run_cli("migrate", "--dsn", session, "--dir", str(folder))

@@ -173,3 +173,19 @@ def test_baseline_adopts_an_existing_database(tmp_path, db, tool):
     assert columns(db, "t_b") == ["b"]  # the one after the baseline ran
     again = run_cli("migrate", "--dsn", db, "--dir", str(folder))
     assert again.returncode == 0 and "nothing to apply" in again.stdout
+
+
+def test_alembic_version_is_read(db):
+    """alembic_version's heads read as applied versions; pgsteady never writes that table."""
+    from pgsteady.errors import UsageError
+    from pgsteady.migrate import history
+
+    store = history.Store("alembic")
+    with psycopg.connect(db, autocommit=True) as conn:
+        assert store.applied(conn) == {}
+        conn.execute("CREATE TABLE alembic_version (version_num varchar(32) NOT NULL "
+                     "PRIMARY KEY)")
+        conn.execute("INSERT INTO alembic_version VALUES ('ae1027a6acf'), ('27c6a30d7c24')")
+        assert sorted(store.applied(conn)) == ["27c6a30d7c24", "ae1027a6acf"]
+        with pytest.raises(UsageError, match="never writes it"):
+            store.ensure(conn)

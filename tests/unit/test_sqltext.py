@@ -63,12 +63,14 @@ def test_password_literal_masked_in_every_form(secret, form, prefix, suffix):
 @given(secret=SECRETS, form=st.sampled_from(FORMS), prefix=st.sampled_from(PREFIXES),
        cut=st.integers(min_value=1, max_value=200))
 def test_literal_cut_short_is_still_masked(secret, form, prefix, cut):
-    """A query truncated inside the literal (as pg_stat_activity truncates) hides the rest."""
+    """A query truncated inside the literal (as pg_stat_activity truncates) shows none of it."""
     literal = form(secret)
     opening = literal.index("$", 1) + 1 if form is dollar else literal.index("'") + 1
     cut = min(len(literal), opening + cut - 1)
     masked = sqltext.scrub(prefix + literal[:cut])
-    assert masked == prefix + "'***'"
+    # A cut can make one literal read as two ('a''b' cut after ''): both are masked.
+    assert masked.startswith(prefix + "'***'")
+    assert masked[len(prefix):].replace("'***'", "") == ""
 
 
 @settings(max_examples=200, deadline=None)

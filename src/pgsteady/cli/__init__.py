@@ -25,7 +25,7 @@ from pgsteady._version import __version__
 # Verb modules (pgsteady.cli.<name>), imported only when needed: a verb on the command line
 # loads its own module alone, so `pgsteady lint` never imports psycopg.
 VERBS = ("lab", "lint", "migrate", "preflight", "report", "alerts", "doctor", "blockers",
-         "sim")
+         "sim", "exporter", "watch")
 
 
 def _verb(name: str) -> Any:

@@ -6,11 +6,12 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from pgsteady.cli import _args
-from pgsteady.errors import EXIT_FAILURE, EXIT_OK, MigrationError
-from pgsteady.migrate import apply, history, layouts, source, status
+from pgsteady.errors import EXIT_FAILURE, EXIT_OK, BadMigration, MigrationError
+from pgsteady.migrate import apply, history, layouts, repair, source, status
 from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1
@@ -81,6 +82,10 @@ def register(verbs: Any) -> None:
     parser.add_argument("--baseline", metavar="VERSION",
                         help="adopt an existing database: record every migration up to "
                              "VERSION as applied without running it, then apply the rest")
+    parser.add_argument("--metrics-file", metavar="PATH",
+                        help="write the run's outcome for node_exporter's textfile collector "
+                             "(pgsteady_migration_last_run_*), atomically, on success and on "
+                             "failure")
     parser.set_defaults(run=run)
 
 
@@ -151,6 +156,7 @@ def print_status(entries: list[status.Entry], where: str) -> None:
 def run_status(args: argparse.Namespace, migrations: list[Migration],
                policy: apply.Policy) -> int:
     with apply.connect(dsn_of(args)) as conn:
+        apply.refuse_transaction_pooler(conn, dsn_of(args))
         apply.backstop(conn, policy)
         entries = apply.states(conn, migrations, policy)
     where = apply.store_of(policy, migrations).qualified
@@ -164,6 +170,42 @@ def run_status(args: argparse.Namespace, migrations: list[Migration],
 
 
 def run(args: argparse.Namespace) -> int:
+    # Only a run that applies migrations reports its outcome (not --plan, --status, --accept).
+    metrics_file = None if (args.plan or args.status or args.accept) \
+        else getattr(args, "metrics_file", None)
+    if metrics_file is None:
+        return _run(args, [])
+    from pgsteady.migrate import textfile
+
+    textfile.check_path(metrics_file)
+    started = time.monotonic()
+    applied: list[apply.Applied] = []
+    failure: BaseException | None = None
+    try:
+        return _run(args, applied)
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        # Count what is left only when the database answered (a refused or failed migration).
+        reached = isinstance(failure, MigrationError) and not isinstance(failure, BadMigration)
+        pending = 0 if failure is None else _pending_or_none(args) if reached else None
+        textfile.write_run(metrics_file, success=failure is None,
+                           seconds=time.monotonic() - started,
+                           tries=sum(a.tries for a in applied), applied=len(applied),
+                           pending=pending)
+
+
+def _pending_or_none(args: argparse.Namespace) -> int | None:
+    """After a failure: how many migrations are still pending (None when that is unknown)."""
+    try:
+        return len(apply.plan(dsn_of(args), source.load_dir(args.dir, args.layout),
+                              policy_of(args)))
+    except Exception:  # the run already failed; its own error is what gets reported
+        return None
+
+
+def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
     # every file checked before anything runs
     migrations = source.load_dir(args.dir, args.layout)
     policy = policy_of(args)
@@ -171,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     if args.status:
         return run_status(args, migrations, policy)
     if args.accept:
-        accepted = apply.accept(dsn, migrations, args.accept, policy)
+        accepted = repair.accept(dsn, migrations, args.accept, policy)
         if args.json:
             print(json.dumps({"schema_version": SCHEMA_VERSION,
                               "accepted": [e.as_dict() for e in accepted]}, indent=2))
@@ -187,8 +229,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_plan(pending)
         return EXIT_OK
-
-    applied: list[apply.Applied] = []
 
     def report(done: apply.Applied) -> None:
         applied.append(done)

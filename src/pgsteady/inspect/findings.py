@@ -353,7 +353,7 @@ def _settings(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
             snap, "setting-client-connection-check-interval",
             ["client_connection_check_interval"], _zero("client_connection_check_interval"),
             title="client_connection_check_interval is 0: sessions of killed clients stay (and "
-            "keep their slot) until their query ends — seed 002's leak",
+            "keep their slot) until their query ends — the restart leak in docs/outages.md",
             fix="client_connection_check_interval = '10s'  # postgresql.conf, then SELECT "
             "pg_reload_conf();")
     keep = ["tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count"]

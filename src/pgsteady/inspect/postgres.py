@@ -403,13 +403,14 @@ def connect(dsn: str, *, deadline: float, application_name: str | None = None,
 
 def take_snapshot(dsn: str, *, timeout: float = DEFAULT_TIMEOUT,
                   deadline: float | None = None, query_chars: int = QUERY_CHARS,
-                  chains: bool = True) -> PostgresSnapshot:
+                  chains: bool = True, application_name: str | None = None) -> PostgresSnapshot:
     """Read everything in one READ ONLY transaction; never waits past ``deadline`` (absolute,
-    ``time.monotonic()``) or ``timeout`` seconds from now."""
+    ``time.monotonic()``) or ``timeout`` seconds from now. The session is labelled
+    ``application_name`` (default ``pgsteady-doctor@host:pid``)."""
     started = time.monotonic()
     deadline = started + timeout if deadline is None else deadline
     taken_at = time.time()
-    conn = connect(dsn, deadline=deadline)
+    conn = connect(dsn, deadline=deadline, application_name=application_name)
     connected = time.monotonic()
     try:
         conn.read_only = True

@@ -10,6 +10,11 @@ Readers queued behind it are therefore never stalled longer than the current loc
 One runner at a time: a session advisory lock, waited for a bounded time; the error names the
 session holding it. ``no-transaction`` migrations (``CREATE INDEX CONCURRENTLY``) run alone,
 with their own timeouts; an INVALID index a failed try left is dropped before the next try.
+
+The history is the migrations' tool's own table (:mod:`~pgsteady.migrate.history`); before
+anything runs, the folder and that history must agree (:mod:`~pgsteady.migrate.status`).
+A transactional migration travels in one round trip (BEGIN, timeouts, statements, history
+row, COMMIT), so a folder of small migrations applies as fast as one psql session.
 """
 
 from __future__ import annotations
@@ -115,13 +120,19 @@ class Applied:
 
 
 class _StatementFailed(Exception):
-    """Carries which statement failed out of the rolled-back transaction."""
+    """Carries which statement failed out of the rolled-back transaction.
 
-    def __init__(self, where: str, statement: StatementInfo, cause: psycopg.Error) -> None:
+    ``sent_offset``: where the statement's text started in the query string sent (a whole
+    migration goes in one message), so PostgreSQL's error position (``diag.statement_position``,
+    1-based, over that string) minus it is the position within the statement."""
+
+    def __init__(self, where: str, statement: StatementInfo, cause: psycopg.Error,
+                 sent_offset: int = 0) -> None:
         super().__init__(str(cause))
         self.where = where
         self.statement = statement
         self.cause = cause
+        self.sent_offset = sent_offset
 
 
 def pg_error(exc: BaseException) -> BaseException | None:
@@ -337,50 +348,6 @@ def pending(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
     return status.pending(entries)
 
 
-def accept(dsn: str, migrations: Sequence[Migration], tags: Sequence[str],
-           policy: Policy | None = None) -> list[status.Entry]:
-    """Accept intended disagreements (Flyway's ``repair``): an edited or renamed file's new
-    name and checksum, a missing file's row removed, an unfinished one recorded as applied.
-    Applies nothing else."""
-    policy = policy or Policy()
-    store = store_of(policy, migrations)
-    with connect(dsn) as conn:
-        refuse_transaction_pooler(conn, dsn)
-        with runner_lock(conn, policy.runner_wait):
-            backstop(conn, policy)
-            done = _accept(conn, store, migrations, tags, policy)
-    return done
-
-
-def _accept(conn: psycopg.Connection[Any], store: history.Store,
-            migrations: Sequence[Migration], tags: Sequence[str],
-            policy: Policy) -> list[status.Entry]:
-    done: list[status.Entry] = []
-    entries = {e.tag: e for e in states(conn, migrations, policy)}
-    for tag in tags:
-        entry = entries.get(tag) or _entry_by_version(entries, tag)
-        if entry is None or entry.state not in (status.CHANGED, status.MISSING,
-                                                status.UNFINISHED):
-            state = "unknown" if entry is None else entry.state
-            raise UsageError(f"--accept {tag}: nothing to accept, that version is {state}; "
-                             f"see pgsteady migrate --status")
-        with conn.transaction():
-            if entry.state == status.MISSING and entry.row is not None:
-                store.forget(conn, entry.row)
-            elif entry.migration is not None:
-                store.realign(conn, entry.migration)
-        log.warning("accepted %s", entry.describe())
-        done.append(entry)
-    return done
-
-
-def _entry_by_version(entries: dict[str, status.Entry], tag: str) -> status.Entry | None:
-    for entry in entries.values():
-        if entry.migration is not None and str(entry.migration.version) == tag:
-            return entry
-    return None
-
-
 def baseline(conn: psycopg.Connection[Any], migrations: Sequence[Migration], tag: str,
              policy: Policy) -> list[Migration]:
     """Record every migration up to and including ``tag`` as applied, running none of them:
@@ -408,6 +375,7 @@ def plan(dsn: str, migrations: Sequence[Migration], policy: Policy | None = None
     """The pending migrations, applying nothing (``--plan``)."""
     policy = policy or Policy()
     with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)  # its session settings would leak too
         backstop(conn, policy)
         return pending(conn, migrations, policy)
 
@@ -417,6 +385,7 @@ def run_preflight(dsn: str, migrations: Sequence[Migration], policy: Policy | No
     """Preflight the pending migrations on a fresh connection (``pgsteady preflight``)."""
     policy = policy or Policy()
     with connect(dsn) as conn:
+        refuse_transaction_pooler(conn, dsn)
         backstop(conn, policy)
         return preflight.check(conn, pending(conn, migrations, policy),
                                min_age=policy.blocker_age)
@@ -542,13 +511,47 @@ def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None
             raise _StatementFailed(migration.where(statement), statement, exc) from exc
 
 
+class _CountingCursor(psycopg.Cursor[Any]):
+    """Counts the statements of a multi-statement query that succeeded before an error, so a
+    migration sent in one round trip still names the statement that failed."""
+
+    succeeded: int | None = None
+
+    def _check_results(self, results: list[Any]) -> None:
+        fatal = psycopg.pq.ExecStatus.FATAL_ERROR
+        self.succeeded = next((i for i, r in enumerate(results) if r.status == fatal),
+                              len(results))
+        super()._check_results(results)
+
+
 def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
                    policy: Policy, store: history.Store, start: float) -> None:
-    with conn.transaction():
-        _set(conn, "lock_timeout", attempt.lock_timeout, local=True)
-        _set(conn, "statement_timeout", policy.statement_timeout, local=True)
-        _run_statements(conn, migration)
-        store.record(conn, migration, attempt.number, time.monotonic() - start)
+    """The whole migration in one round trip: BEGIN, its timeouts, its statements, its history
+    row, COMMIT (a psql session needs a round trip per statement)."""
+    timeouts = psycopg.ClientCursor(conn).mogrify(queries.SET_LOCAL_TIMEOUTS, {
+        "lock_timeout": pg_interval(attempt.lock_timeout),
+        "statement_timeout": pg_interval(policy.statement_timeout)})
+    record = store.record_sql(conn, migration, attempt.number, time.monotonic() - start)
+    parts = ["BEGIN", timeouts, *(s.sql for s in migration.statements), *record, "COMMIT"]
+    separator = "\n;\n"  # a statement may end in a -- comment
+    cursor = _CountingCursor(conn)
+    try:
+        cursor.execute(separator.join(parts))  # type: ignore[arg-type,unused-ignore]  # user SQL
+    except psycopg.Error as exc:
+        if not conn.closed and conn.info.transaction_status != \
+                psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+        index = -1 if cursor.succeeded is None else cursor.succeeded - 2
+        if 0 <= index < len(migration.statements):
+            statement = migration.statements[index]
+            offset = sum(len(p) + len(separator) for p in parts[:index + 2])
+            raise _StatementFailed(migration.where(statement), statement, exc,
+                                   offset) from exc
+        if cursor.succeeded is None and not isinstance(exc, psycopg.OperationalError):
+            # cannot tell which one (psycopg changed?): the first, with the error itself
+            statement = migration.statements[0]
+            raise _StatementFailed(migration.path.name, statement, exc) from exc
+        raise
 
 
 def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,

@@ -18,14 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from psycopg import sql
 
 from pgsteady.errors import UsageError
 from pgsteady.migrate import queries
 
 if TYPE_CHECKING:
-    import psycopg
-
     from pgsteady.migrate.source import Migration
 
 DEFAULT_TABLES = {
@@ -183,14 +182,28 @@ class Store:
     def record(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
                seconds: float) -> None:
         """Record ``migration`` applied; inside its transaction when it has one."""
+        for statement, params in self._record(migration, tries, seconds):
+            conn.execute(statement, params)
+
+    def record_sql(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
+                   seconds: float) -> list[str]:
+        """:meth:`record` as SQL text with its values bound, to send with the migration."""
+        cursor = psycopg.ClientCursor(conn)
+        return [cursor.mogrify(statement, params)
+                for statement, params in self._record(migration, tries, seconds)]
+
+    def _record(self, migration: Migration, tries: int,
+                seconds: float) -> list[tuple[sql.Composed, dict[str, Any] | None]]:
         params = self._params(migration, tries, seconds, True)
-        if self.tool == "golang-migrate":
-            conn.execute(self._statement("clear"))
-        elif self.tool == "flyway" and tries == 0:
+        if self.tool == "flyway" and tries == 0:
             params["duration_ms"] = 0
         if self.tool == "pgsteady" and tries == 0:
             params["applied_by"] = f"baseline by {params['applied_by']}"
-        conn.execute(self._statement("record"), params)
+        steps: list[tuple[sql.Composed, dict[str, Any] | None]] = []
+        if self.tool == "golang-migrate":
+            steps.append((self._statement("clear"), None))
+        steps.append((self._statement("record"), params))
+        return steps
 
     def forget(self, conn: psycopg.Connection[Any], row: Row) -> None:
         """Remove an applied version whose file is gone (``--accept`` of a missing one)."""

@@ -145,25 +145,44 @@ def _session(row: dict[str, Any]) -> Session:
                    shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
 
 
-def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
-            statements: Iterable[StatementInfo], where: str = "") -> list[Need]:
-    """The existing relations the statements lock (an index's table too), with modes."""
-    needs: list[Need] = []
+def _name(conn: psycopg.Connection[Any], target: Target) -> str:
+    parts = (target.schema, target.name) if target.schema else (target.name,)
+    return sql.Identifier(*parts).as_string(conn)
+
+
+def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
+        -> dict[str, dict[str, Any]]:
+    """Every relation the statements name, resolved in one round trip (300 migrations' worth
+    of names cost one query, not one each)."""
+    names = sorted({_name(conn, t) for s in statements for t in _waits_for(s)})
+    if not names:
+        return {}
     with conn.cursor(row_factory=dict_row) as cur:
-        for statement in statements:
-            place = migration.where(statement) if migration is not None else where
-            for target in _waits_for(statement):
-                parts = (target.schema, target.name) if target.schema else (target.name,)
-                name = sql.Identifier(*parts).as_string(conn)
-                row = cur.execute(queries.RESOLVE_RELATION, {"name": name}).fetchone()
-                if row is None:  # not there yet (an earlier pending migration creates it)
-                    continue
-                oid, _kind, schema, relname, table_oid = row.values()
-                needs.append(Need(oid, f"{schema}.{relname}", target.lock, place,
-                                  statement.kind))
-                if table_oid is not None:  # locking an index locks its table as well
-                    needs.append(Need(table_oid, f"table of {schema}.{relname}", target.lock,
-                                      place, statement.kind))
+        rows = cur.execute(queries.RESOLVE_RELATIONS, {"names": names}).fetchall()
+    return {row.pop("name"): row for row in rows}
+
+
+def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
+            statements: Iterable[StatementInfo], where: str = "",
+            known: dict[str, dict[str, Any]] | None = None) -> list[Need]:
+    """The existing relations the statements lock (an index's table too), with modes.
+    ``known`` is a :func:`lookup` made beforehand for many migrations at once."""
+    needs: list[Need] = []
+    statements = list(statements)
+    if known is None:
+        known = lookup(conn, statements)
+    for statement in statements:
+        place = migration.where(statement) if migration is not None else where
+        for target in _waits_for(statement):
+            row = known.get(_name(conn, target))
+            if row is None:  # not there yet (an earlier pending migration creates it)
+                continue
+            oid, _kind, schema, relname, table_oid = row.values()
+            needs.append(Need(oid, f"{schema}.{relname}", target.lock, place,
+                              statement.kind))
+            if table_oid is not None:  # locking an index locks its table as well
+                needs.append(Need(table_oid, f"table of {schema}.{relname}", target.lock,
+                                  place, statement.kind))
     return needs
 
 
@@ -218,7 +237,8 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
           min_age: float = 1.0) -> Report:
     """Preflight the pending migrations; the report names every session in their way."""
     report = Report(list(pending))
-    needs = [need for m in pending for need in resolve(conn, m, m.statements)]
+    known = lookup(conn, [s for m in pending for s in m.statements])
+    needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
     report.blockers += blockers_for(conn, needs, min_age=min_age)
     waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:

@@ -18,6 +18,8 @@ RUNNER_LOCK_KEY = (RUNNER_LOCK_HI << 32) | RUNNER_LOCK_LO
 # Session settings local to the current transaction (is_local = true) or to the session.
 SET_LOCAL = "SELECT set_config(%(name)s, %(value)s, true)"
 SET_SESSION = "SELECT set_config(%(name)s, %(value)s, false)"
+SET_LOCAL_TIMEOUTS = ("SELECT set_config('lock_timeout', %(lock_timeout)s, true), "
+                      "set_config('statement_timeout', %(statement_timeout)s, true)")
 
 TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s)"
 RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s)"
@@ -48,6 +50,16 @@ FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indexrelid = c.oid
 WHERE c.oid = to_regclass(%(name)s)
+"""
+
+# The same for many names at once (name -> row; names that resolve to nothing are absent).
+RESOLVE_RELATIONS = """
+SELECT w.name, c.oid::int8, c.relkind::text, n.nspname::text, c.relname::text,
+       i.indrelid::int8
+FROM unnest(%(names)s::text[]) AS w(name)
+JOIN pg_class c ON c.oid = to_regclass(w.name)
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
 """
 
 # Sessions holding or waiting for a lock on any of the relations (filtered by mode in Python,
@@ -191,12 +203,16 @@ CREATE TABLE IF NOT EXISTS {} (
 HISTORY_SEED: dict[str, LiteralString] = {"goose": "INSERT INTO {} (version_id, is_applied) "
                          "SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM {})"}
 
+# Milliseconds since this transaction began: a migration sent in one message records its
+# own duration.
+_THIS_TRY_MS = "(extract(epoch FROM clock_timestamp() - now()) * 1000)::int"
+
 # (tool, action) -> statement; {} is the qualified table name, values are parameters.
 HISTORY_DML: dict[tuple[str, str], LiteralString] = {
     ("pgsteady", "record"): """
 INSERT INTO {} (version, name, checksum, duration_ms, tries, applied_by, finished)
-VALUES (%(version)s, %(name)s, %(checksum)s, %(duration_ms)s, %(tries)s, %(applied_by)s,
-        %(finished)s)
+VALUES (%(version)s, %(name)s, %(checksum)s, %(duration_ms)s + """ + _THIS_TRY_MS + """,
+        %(tries)s, %(applied_by)s, %(finished)s)
 ON CONFLICT (version) DO UPDATE SET name = excluded.name, checksum = excluded.checksum,
     applied_at = now(), duration_ms = excluded.duration_ms, tries = excluded.tries,
     applied_by = excluded.applied_by, finished = excluded.finished""",
@@ -218,7 +234,7 @@ ON CONFLICT (version) DO UPDATE SET name = excluded.name, checksum = excluded.ch
 INSERT INTO {} (installed_rank, version, description, type, script, checksum, installed_by,
                 execution_time, success)
 SELECT coalesce(max(installed_rank), 0) + 1, %(tag)s, %(name)s, %(type)s, %(script)s,
-       %(checksum)s, current_user, %(duration_ms)s, true
+       %(checksum)s, current_user, %(duration_ms)s + """ + _THIS_TRY_MS + """, true
 FROM {}""",
     ("flyway", "forget"): "DELETE FROM {} WHERE version = %(tag)s",
     ("flyway", "realign"): "UPDATE {} SET checksum = %(checksum)s, description = %(name)s "
@@ -237,8 +253,10 @@ INSERT INTO {} (id, checksum, finished_at, migration_name, started_at, applied_s
 SELECT %(id)s::varchar, %(checksum)s::varchar, now(), %(tag)s::varchar, now(), 1
 WHERE NOT EXISTS (SELECT 1 FROM done)""",
     ("prisma", "forget"): "DELETE FROM {} WHERE migration_name = %(tag)s",
-    ("prisma", "realign"): "UPDATE {} SET checksum = %(checksum)s WHERE migration_name = "
-                           "%(tag)s AND finished_at IS NOT NULL AND rolled_back_at IS NULL",
+    # as `prisma migrate resolve --applied`: a failed (unfinished) row counts as applied
+    ("prisma", "realign"): "UPDATE {} SET checksum = %(checksum)s, finished_at = "
+                           "coalesce(finished_at, now()) WHERE migration_name = %(tag)s "
+                           "AND rolled_back_at IS NULL",
 }
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pglast.parser import ParseError, fingerprint
+
 from pgsteady import sqltext
 from pgsteady.errors import BadMigration, MigrationError, PgsteadyError
 from pgsteady.migrate import layouts, queries
@@ -132,9 +134,25 @@ def load(file: layouts.MigrationFile) -> Migration:
 def statements_of(path: Path, up: layouts.UpPart) -> list[StatementInfo]:
     """The statements of an Up part, in one linear pass: each is cut out by the scanner and
     parsed alone, so time is linear in the file and memory bounded by its largest statement.
-    Lines are the file's; parse trees are kept only where ``apply`` needs them."""
+    Lines are the file's; parse trees are kept only where ``apply`` needs them.
+
+    Statements that differ only in constants (a bulk of INSERTs) have one fingerprint, parsed
+    by PostgreSQL's own parser in C: such a statement is analysed once, the rest reuse it.
+    """
     out: list[StatementInfo] = []
+    seen: dict[str, StatementInfo] = {}
     for chunk in sqltext.split(up.text):
+        key = _fingerprint(chunk.text)
+        template = seen.get(key) if key is not None else None
+        if template is not None:
+            lead = sqltext.skip_blanks(chunk.text)
+            newlines = chunk.text.count("\n", 0, lead)
+            col = lead - (chunk.text.rfind("\n", 0, lead) + 1) + 1
+            out.append(replace(
+                template, sql=chunk.text[lead:].strip(),
+                line=up.file_line(chunk.line + newlines),
+                col=col + (chunk.col - 1 if not newlines else 0)))
+            continue
         try:
             found = analyze(chunk.text)
         except SqlSyntaxError as exc:
@@ -143,11 +161,21 @@ def statements_of(path: Path, up: layouts.UpPart) -> list[StatementInfo]:
             raise BadMigration(f"{path}:{line}: {exc.message} (column {col}); "
                                f"fix the SQL") from None
         for info in found:
+            keep = info.kind == "CREATE INDEX CONCURRENTLY"
             out.append(replace(
                 info, line=up.file_line(chunk.line + info.line - 1),
                 col=info.col + (chunk.col - 1 if info.line == 1 else 0),
-                node=info.node if info.kind == "CREATE INDEX CONCURRENTLY" else None))
+                node=info.node if keep else None))
+        if key is not None and len(found) == 1 and not keep:
+            seen[key] = replace(found[0], node=None)
     return out
+
+
+def _fingerprint(text: str) -> str | None:
+    try:
+        return str(fingerprint(text))
+    except ParseError:
+        return None  # analyze() reports it, with its position
 
 
 def _unwrap(statements: list[StatementInfo]) -> list[StatementInfo]:

@@ -1,0 +1,120 @@
+"""``pgsteady exporter``: Prometheus ``/metrics`` for a PostgreSQL and a PgBouncer.
+
+Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot listen, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from pgsteady.cli import _args
+from pgsteady.errors import EXIT_OK, PgsteadyError, UsageError
+
+log = logging.getLogger("pgsteady.cli")
+DEFAULT_LISTEN = "127.0.0.1:9187"
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``"127.0.0.1:9187"``, ``"[::1]:9187"`` or ``":9187"`` (loopback) -> (host, port)."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not HOST:PORT; write it like 127.0.0.1:9187 (port 0: any free one)")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def sources(args: argparse.Namespace) -> tuple[str | None, str | None, str | None]:
+    """The DSN (``--dsn``, ``PGSTEADY_DSN``, else libpq's PG* variables) and the PgBouncer
+    sources; a usage error when none is given."""
+    dsn = args.dsn if args.dsn is not None else os.environ.get("PGSTEADY_DSN")
+    if dsn is None and not args.pgbouncer and not args.pgbouncer_log:
+        if not any(k.startswith("PG") and k != "PGSTEADY_DSN" for k in os.environ):
+            raise UsageError("nothing to watch: give --dsn (or PGSTEADY_DSN), --pgbouncer "
+                             "ADMIN_DSN and/or --pgbouncer-log FILE")
+        dsn = ""
+    if args.pgbouncer_log and not os.path.isfile(args.pgbouncer_log):
+        raise UsageError(f"--pgbouncer-log {args.pgbouncer_log}: no such file; pass the file "
+                         "PgBouncer's logfile setting names")
+    return dsn, args.pgbouncer, args.pgbouncer_log
+
+
+def add_sources(parser: argparse.ArgumentParser) -> None:
+    """Options ``exporter`` and ``watch`` share."""
+    parser.add_argument("--dsn", help="PostgreSQL DSN (default: $PGSTEADY_DSN; PG* variables "
+                                      "when no other source is given)")
+    parser.add_argument("--pgbouncer", metavar="ADMIN_DSN",
+                        help="PgBouncer's admin console, e.g. 'host=... port=6432 "
+                             "dbname=pgbouncer user=...'")
+    parser.add_argument("--pgbouncer-log", metavar="FILE",
+                        help="PgBouncer's log file (not-ready closures, dropped cancels)")
+    parser.add_argument("--scrape-timeout", type=_args.duration, default=3.0,
+                        help="each reading gives up on a source after this long and reports "
+                             "it down (default 3s)")
+
+
+def register(verbs: Any) -> None:
+    parser = verbs.add_parser(
+        "exporter", help="serve Prometheus /metrics for a PostgreSQL and a PgBouncer",
+        description="Serve /metrics: lock queues, blocking roots, long and idle transactions, "
+                    "the xmin horizon and connection use from PostgreSQL (--dsn); pool use, "
+                    "waiting clients and pools stuck refilling from PgBouncer's admin console "
+                    "(--pgbouncer); not-ready closures and dropped cancels from its log "
+                    "(--pgbouncer-log). Read on each scrape, each source within "
+                    "--scrape-timeout (a source that does not answer is pgsteady_up 0). Rules "
+                    "for these metrics: pgsteady alerts.",
+        epilog="exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 cannot listen, 2 usage error")
+    add_sources(parser)
+    parser.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
+                        metavar="HOST:PORT", help=f"where to serve (default {DEFAULT_LISTEN})")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import start_http_server
+
+    from pgsteady.inspect.exporter import Exporter, ExporterCollector
+
+    if args.scrape_timeout <= 0:
+        raise UsageError("--scrape-timeout must be more than 0, e.g. 3s")
+    dsn, pgbouncer, pgbouncer_log = sources(args)
+    host, port = args.listen
+    exporter = Exporter(dsn, pgbouncer, pgbouncer_log, timeout=args.scrape_timeout)
+    try:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(ExporterCollector(exporter))
+        try:
+            server, thread = start_http_server(port, host, registry)
+        except OSError as exc:
+            raise PgsteadyError(f"cannot listen on {host}:{port}: {exc.strerror}; choose "
+                                f"another --listen") from None
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            bound_host, bound_port = server.server_address[:2]
+            print(f"pgsteady exporter: serving http://{_url_host(str(bound_host))}:{bound_port}"
+                  f"/metrics ({', '.join(exporter.sources)})", file=sys.stderr, flush=True)
+            while not stop.wait(3600):  # until a signal; the server runs on its own thread
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+    finally:
+        exporter.close()
+    log.info("exporter stopped")
+    return EXIT_OK
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
