@@ -8,7 +8,8 @@ Cases, each written to a temporary folder:
 - ``folder``: a typical migration folder, a few hundred small files (default 300);
 - ``single``: one small migration file (what a pre-commit hook or an editor lints);
 - ``warm``: the folder again with the cache warm (pgsteady only; squawk has no cache);
-- ``inserts``: a 50,000-row data file (one INSERT per row) for peak memory.
+- ``inserts``: a 50,000-row data file (one INSERT per row) for peak memory;
+- ``insert1``: the same rows in one INSERT statement.
 
 Every command runs as a whole process (interpreter start, imports, parse, rules, output),
 ``--repeat`` times, alternating pgsteady and squawk so both see the same machine. Printed per
@@ -78,15 +79,22 @@ def write_folder(folder: Path, files: int, seed: int = 7) -> list[Path]:
     return paths
 
 
-def write_inserts(path: Path, rows: int = 50_000) -> None:
-    """A data file: one INSERT per row, as ``pg_dump --inserts`` writes them."""
+def write_inserts(path: Path, rows: int = 50_000, *, one_statement: bool = False) -> None:
+    """A data file: one INSERT per row, as ``pg_dump --inserts`` writes them, or one INSERT
+    with every row in its VALUES list."""
+    head = "INSERT INTO cities (id, name, country, population, founded) VALUES "
     with path.open("w") as out:
         out.write("CREATE TABLE IF NOT EXISTS cities (id bigint PRIMARY KEY, name text, "
                   "country text, population bigint, founded date);\n")
+        if one_statement:
+            out.write(head + "\n")
         for i in range(rows):
-            out.write(f"INSERT INTO cities (id, name, country, population, founded) VALUES "
-                      f"({i}, 'City number {i}', 'Country {i % 200}', {i * 37 % 9_000_000}, "
-                      f"'{1000 + i % 1000:04d}-01-01');\n")
+            values = (f"({i}, 'City number {i}', 'Country {i % 200}', {i * 37 % 9_000_000}, "
+                      f"'{1000 + i % 1000:04d}-01-01')")
+            if one_statement:
+                out.write(values + (",\n" if i < rows - 1 else ";\n"))
+            else:
+                out.write(f"{head}{values};\n")
 
 
 @dataclass
@@ -178,6 +186,8 @@ def main() -> int:
         single = files[len(files) // 2]
         inserts = root / "inserts.sql"
         write_inserts(inserts)
+        insert1 = root / "insert1.sql"
+        write_inserts(insert1, one_statement=True)
 
         linter = Linter()
         sql = large.read_text()
@@ -213,8 +223,9 @@ def main() -> int:
         subprocess.run([*pgsteady, str(folder)], capture_output=True, cwd=root, check=False)
         warm = compare(args.repeat, {"pgsteady": [*pgsteady, str(folder)]}, root)
         figures.append(report("warm", warm, "goal: under 50 ms"))
-        figures.append(report("inserts", compare(max(3, args.repeat // 2), both([inserts]),
-                                                 root), "goal: memory under 2x squawk"))
+        for case, path in (("inserts", inserts), ("insert1", insert1)):
+            figures.append(report(case, compare(max(3, args.repeat // 2), both([path]), root),
+                                  "goal: memory under 2x squawk"))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2) + "\n")
     finally:
