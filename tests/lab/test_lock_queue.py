@@ -3,6 +3,7 @@ must hold, and nothing the lab starts may outlive it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ from pgsteady.lab.scenarios import lock_queue
 from pgsteady.lab.scenarios._lock_queue_sampler import closed_by_client
 from pgsteady.lab.scenarios.lock_queue import LockQueueConfig, run_lock_queue, verdict
 from pgsteady.lab.supervisor import Supervisor
+from pgsteady.report import build_report
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 DEAD_DSN = "host=127.0.0.1 port=1 dbname=none user=nobody connect_timeout=1"
@@ -140,7 +142,7 @@ SHORT = {"duration": 25.0, "long_query_for": 15.0, "orgs": 5000, "log_rows": 50_
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_shortened_run_naive_outage_steady_held():
+def test_shortened_run_naive_outage_steady_held(tmp_path):
     """25 s each, log query 15 s: naive ends in an outage with restarts, sessions left
     behind until PostgreSQL refuses connections, and the migration applied only after the
     log query ended; steady holds with no restart, >= 99 % of
@@ -167,6 +169,13 @@ def test_shortened_run_naive_outage_steady_held():
     assert steady.migration.tries >= 2
     assert steady.migration.applied_at_s >= 8.0
     assert not [pid for run in result.runs for pid in run.pids if _alive(pid)]
+
+    # The same run's JSON makes a report page with both verdicts and both charts each.
+    data = tmp_path / "lock-queue.json"
+    data.write_text(json.dumps(result.to_json()))
+    html = build_report([str(data)], tmp_path / "index.html").read_text()
+    assert html.count('<svg class="chart"') == 4
+    assert "outage" in html and "held" in html and "replica restarted" in html
 
 
 def _ours(directory: Path) -> list[int]:
