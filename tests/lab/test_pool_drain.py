@@ -51,7 +51,7 @@ def test_bad_knobs_exit_2_in_one_line():
 @pytest.mark.slow
 def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
     """8 s with a 2-5 s burst: naive collapses for good; steady (its client pool overcommitting
-    PgBouncer's by 2) never does, loses no server connection, times out nobody outside the
+    PgBouncer's by 1) never does, loses no server connection, times out nobody outside the
     burst and never dips: every second after the first answers at least 80% of pgbench's
     rate, 90% on average (the 95%/97% bars are measured over 10 default runs by
     `bench/pool_drain_ceiling.py`; see the README)."""

@@ -87,7 +87,7 @@ def register(verbs: Any) -> None:
                        help="how long pgbench runs for the ceiling (5s)")
     drain.add_argument("--overcommit", type=_args.non_negative_int, default=None,
                        help="steady's client connections beyond PgBouncer's pool size "
-                            "(default 2: keeps every server connection busy)")
+                            "(default 1: keeps every server connection busy)")
     drain.add_argument("--cold-start", action="store_true",
                        help="PgBouncer starts with no server connection (min_pool_size 0, no "
                             "warm-up) and, unless --burst is given, no burst: the seed's "

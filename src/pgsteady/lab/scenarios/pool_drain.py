@@ -41,9 +41,11 @@ COUNTERS = ("answered", "timeouts", "rejected", "db_completions", "server_connec
             "not_ready_closures")
 GAUGES = ("cl_waiting", "sv_active", "sv_login")
 SAMPLE_EVERY = 0.2
-# steady's client pool is PgBouncer's pool_size plus this many connections: enough to keep
-# every server connection busy while a worker turns one result into its next query.
-DEFAULT_OVERCOMMIT = 2
+# steady's client pool is PgBouncer's pool_size plus this many connections: the smallest
+# overcommit that keeps every server connection busy while a worker turns one result into its
+# next query (bench/pool_drain_ceiling.py, quiet 2-core machine, 3 runs each: worst second /
+# mean of pgbench's rate 94/97 % at 0, 97-99/99-100 % at 1, 97-98/100 % at 2).
+DEFAULT_OVERCOMMIT = 1
 COLLAPSED_BELOW = 0.10   # last third < 10% of the first third's answers per second
 RECOVERED_ABOVE = 0.90   # last third back to >= 90% of the first third
 
