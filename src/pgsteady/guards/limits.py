@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.abc import Params, Query
 
+from pgsteady import _checks
 from pgsteady.errors import CacheUnavailable, LimitExceeded, UsageError
 from pgsteady.guards.backends import Backend, MemoryBackend
 from pgsteady.settings import Duration, pg_interval, to_seconds
@@ -51,8 +52,10 @@ class _Limits:
     """What both limiters share: arguments, the wait's pacing, the error."""
 
     def __init__(self, max_per_key: int, backend: Backend | None, lease: Duration) -> None:
-        if max_per_key < 1:
-            raise UsageError(f"max_per_key must be at least 1, got {max_per_key}")
+        _checks.whole(max_per_key, "max_per_key")
+        if backend is not None and not isinstance(backend, Backend):
+            raise UsageError(f"backend must be a MemoryBackend, a RedisBackend or None, got "
+                             f"{type(backend).__name__} {backend!r}")
         seconds = to_seconds(lease, "lease")
         if not seconds:
             raise UsageError("lease must be a positive duration: it is how long a dead "
