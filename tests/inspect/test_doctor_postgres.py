@@ -251,3 +251,16 @@ def test_terminate_asks_on_a_terminal(pgsteady_database):
             assert expected in out
     finally:
         victim.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["doctor", "--dsn", "host=127.0.0.1 port=1", "--timeout", "0"],
+    ["blockers", "--dsn", "host=127.0.0.1 port=1", "--timeout", "0"],
+    ["doctor", "--pgbouncer", "host=127.0.0.1 port=1 dbname=pgbouncer", "--samples", "61"],
+], ids=["doctor-timeout-0", "blockers-timeout-0", "doctor-samples-61"])
+def test_impossible_limits_are_usage_errors(argv, capsys):
+    """--timeout 0 (was a QueryCanceled failure, exit 1) and --samples above 60 (was silently
+    60, about a minute): exit 2 in one line naming the option, before connecting."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and argv[-2] in err

@@ -57,6 +57,8 @@ def _dsn(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from pgsteady.inspect.postgres import take_snapshot
 
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be more than 0, e.g. 10s")
     snap = take_snapshot(_dsn(args), timeout=args.timeout)
     if args.terminate or args.cancel:
         return end_session(args, snap)
