@@ -104,6 +104,21 @@ def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgstead
     return path
 
 
+def remove_tree(path: Path, *, within: float = 3.0) -> None:
+    """Remove ``path``, again until it is gone or ``within`` seconds pass: an initdb that Ctrl-C
+    interrupted leaves its backend writing there for a moment, and one pass would leave a
+    directory without an owner file, which no sweep removes."""
+    give_up = time.monotonic() + within
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
+        if time.monotonic() >= give_up:
+            log.warning("could not remove %s; remove it by hand", path)
+            return
+        time.sleep(0.05)
+
+
 def _process_identity(pid: int) -> str | None:
     """``"pid starttime"`` (a pid the kernel reuses gets a new start time); None if gone."""
     try:
@@ -497,7 +512,7 @@ class Cluster:
         if self._owns_postgres:
             self.postgres = None  # a second start() begins from scratch
         if self.dir is not None and not self.keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            remove_tree(self.dir)
             self.dir = None
 
     def _stop_pgbouncer(self) -> None:
