@@ -187,6 +187,9 @@ def test_blockers_cancel_and_refusals(pgsteady_database, capsys):
     assert "checkpointer" in capsys.readouterr().err
     assert main(["blockers", "--dsn", dsn, "--terminate", "999999", "--yes"]) == 1
     assert "no session with pid 999999" in capsys.readouterr().err
+    assert main(["blockers", "--dsn", dsn, "--terminate", "999999", "--yes", "--json"]) == 1
+    out, err = capsys.readouterr()   # with --json the error reaches stdout as JSON too
+    assert json.loads(out)["error"]["exit_code"] == 1 and "999999" in err
 
 
 def test_doctor_session_is_labelled_and_read_only(pgsteady_database):
