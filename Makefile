@@ -9,6 +9,7 @@ setup:
 
 demo: setup
 	$(BIN)/pgsteady lab pool-drain --strategy naive,steady --out lab-report
+	$(BIN)/pgsteady lab lock-queue --strategy naive,steady --out lab-report
 	$(BIN)/pgsteady report lab-report --out lab-report/index.html
 
 check: setup

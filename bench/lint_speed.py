@@ -1,27 +1,39 @@
-"""How fast is ``pgsteady lint``? Statements per second, whole-process time, squawk's ratio.
+"""How fast is ``pgsteady lint``, against squawk measured in the same run?
 
-Generates N statements (default 10 000) from a mix of templates shaped like real migrations
-(tables, columns, indexes, constraints, backfills, renames, drops, plain DML), writes them
-to one file, then:
+Cases, each written to a temporary folder:
 
-- lints it in-process (best of --repeat runs) and prints statements per second;
-- runs ``pgsteady lint FILE`` as a whole process (interpreter start, imports, parse, rules,
-  output) and prints the best wall time, and the bare ``import pgsteady.cli`` time within it;
-- if a ``squawk`` binary is on PATH or next to this interpreter (``pip install squawk-cli``),
-  runs it on the same file (``--reporter gcc``, its plainest output) and prints the ratio.
+- ``large``: one file of N statements (default 10 000) from templates shaped like real
+  migrations (tables, columns, indexes, constraints, backfills, renames, drops, plain DML);
+  also linted in-process, for statements per second;
+- ``folder``: a typical migration folder, a few hundred small files (default 300);
+- ``single``: one small migration file (what a pre-commit hook or an editor lints);
+- ``warm``: the folder again with the cache warm (pgsteady only; squawk has no cache);
+- ``inserts``: a 50,000-row data file (one INSERT per row) for peak memory;
+- ``insert1``: the same rows in one INSERT statement.
 
-    python bench/lint_speed.py [--statements 10000] [--repeat 5] [--keep FILE]
+Every command runs as a whole process (interpreter start, imports, parse, rules, output),
+``--repeat`` times, alternating pgsteady and squawk so both see the same machine. Printed per
+case: best wall time, median CPU time (user + system, which a busy machine disturbs less
+than wall time), peak memory (max RSS), and pgsteady/squawk ratios of each. pgsteady runs with
+``--no-cache`` except in ``warm``. squawk is found next to this interpreter or on PATH
+(``pip install squawk-cli``, the ``bench`` extra); without it only pgsteady's figures print.
+
+    python bench/lint_speed.py [--statements 10000] [--files 300] [--repeat 7] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 TEMPLATES = [
@@ -52,15 +64,79 @@ def generate(count: int, seed: int = 6) -> str:
     return "\n".join(rng.choice(TEMPLATES).format(i=i) for i in range(count)) + "\n"
 
 
-def best_of(repeat: int, command: list[str]) -> float:
-    """Best wall time of ``repeat`` runs of ``command`` (output discarded)."""
-    best = float("inf")
+def write_folder(folder: Path, files: int, seed: int = 7) -> list[Path]:
+    """A migration folder: ``files`` files of 1-6 statements, a third of them new tables."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for number in range(1, files + 1):
+        lines = [rng.choice(TEMPLATES).format(i=number * 10 + k)
+                 for k in range(rng.randint(1, 6))]
+        path = folder / f"{number:04d}_change_{number}.sql"
+        path.write_text(f"-- migration {number}\n" + "\n".join(lines)
+                        + "\n")
+        paths.append(path)
+    return paths
+
+
+def write_inserts(path: Path, rows: int = 50_000, *, one_statement: bool = False) -> None:
+    """A data file: one INSERT per row, as ``pg_dump --inserts`` writes them, or one INSERT
+    with every row in its VALUES list."""
+    head = "INSERT INTO cities (id, name, country, population, founded) VALUES "
+    with path.open("w") as out:
+        out.write("CREATE TABLE IF NOT EXISTS cities (id bigint PRIMARY KEY, name text, "
+                  "country text, population bigint, founded date);\n")
+        if one_statement:
+            out.write(head + "\n")
+        for i in range(rows):
+            values = (f"({i}, 'City number {i}', 'Country {i % 200}', {i * 37 % 9_000_000}, "
+                      f"'{1000 + i % 1000:04d}-01-01')")
+            if one_statement:
+                out.write(values + (",\n" if i < rows - 1 else ";\n"))
+            else:
+                out.write(f"{head}{values};\n")
+
+
+@dataclass
+class Run:
+    wall: float  # seconds, best of the repeats
+    cpu: float  # seconds, median user + system
+    rss_kb: int  # peak resident memory, largest seen
+
+
+_PROBE = """
+import resource, subprocess, sys, time
+start = time.perf_counter()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
+"""
+
+
+#: Bytecode is cached as an installed package has it (pip compiles on install); an
+#: environment with PYTHONDONTWRITEBYTECODE would otherwise compile every module every run.
+ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def measure_once(command: list[str], cwd: Path) -> tuple[float, float, int]:
+    """(wall, cpu, max RSS in KB) of one run of ``command``, measured by a small parent."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, *command], capture_output=True,
+                         text=True, cwd=cwd, check=True, timeout=600,
+                         env=ENVIRONMENT).stdout.split()
+    return float(out[0]), float(out[1]), int(out[2])
+
+
+def compare(repeat: int, commands: dict[str, list[str]], cwd: Path) -> dict[str, Run]:
+    """Run each command ``repeat`` times, interleaved, and summarize each."""
+    samples: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+    for command in commands.values():  # once unmeasured: bytecode written, files cached
+        measure_once(command, cwd)
     for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
-        best = min(best, time.perf_counter() - start)
-    return best
+        for name, command in commands.items():
+            samples[name].append(measure_once(command, cwd))
+    return {name: Run(min(s[0] for s in runs), statistics.median(s[1] for s in runs),
+                      max(s[2] for s in runs)) for name, runs in samples.items()}
 
 
 def find_squawk() -> str | None:
@@ -68,49 +144,93 @@ def find_squawk() -> str | None:
     return str(beside) if beside.exists() else shutil.which("squawk")
 
 
+def report(case: str, runs: dict[str, Run], goal: str = "") -> dict[str, object]:
+    ours = runs["pgsteady"]
+    line = (f"{case:8} pgsteady wall {ours.wall * 1000:6.0f} ms  cpu {ours.cpu * 1000:6.0f} ms"
+            f"  rss {ours.rss_kb / 1024:5.1f} MB")
+    figures: dict[str, object] = {"case": case, "pgsteady": vars(ours)}
+    theirs = runs.get("squawk")
+    if theirs is not None:
+        ratios = {"wall": ours.wall / theirs.wall, "cpu": ours.cpu / theirs.cpu,
+                  "rss": ours.rss_kb / theirs.rss_kb}
+        line += (f"\n{'':8} squawk   wall {theirs.wall * 1000:6.0f} ms  cpu "
+                 f"{theirs.cpu * 1000:6.0f} ms  rss {theirs.rss_kb / 1024:5.1f} MB"
+                 f"\n{'':8} ratio    wall {ratios['wall']:5.2f}x    cpu {ratios['cpu']:5.2f}x"
+                 f"     rss {ratios['rss']:4.2f}x")
+        figures |= {"squawk": vars(theirs), "ratio": ratios}
+    print(line + (f"   ({goal})" if goal else ""))
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--statements", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--keep", type=Path, help="write the generated SQL here and keep it")
+    parser.add_argument("--files", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--keep", type=Path, help="write the generated inputs here and keep them")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
 
     from pgsteady.migrate.lint.engine import Linter
 
-    sql = generate(args.statements)
-    folder = Path(tempfile.mkdtemp(prefix="pgsteady-bench-"))
-    path = args.keep or folder / "bench.sql"
-    path.write_text(sql, encoding="utf-8")
+    root = args.keep or Path(tempfile.mkdtemp(prefix="pgsteady-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    squawk = find_squawk()
+    pgsteady = [sys.executable, "-m", "pgsteady", "lint"]
+    figures: list[dict[str, object]] = []
     try:
+        large = root / "large.sql"
+        large.write_text(generate(args.statements), encoding="utf-8")
+        folder = root / "migrations"
+        files = write_folder(folder, args.files)
+        single = files[len(files) // 2]
+        inserts = root / "inserts.sql"
+        write_inserts(inserts)
+        insert1 = root / "insert1.sql"
+        write_inserts(insert1, one_statement=True)
+
         linter = Linter()
+        sql = large.read_text()
         best = float("inf")
         for _ in range(args.repeat):
             start = time.perf_counter()
-            report = linter.lint_text(sql, str(path))
+            lint_report = linter.lint_text(sql, str(large))
             best = min(best, time.perf_counter() - start)
-        assert report.syntax_error is None
-        print(f"statements:            {report.statements}")
-        print(f"findings:              {len(report.findings)}")
-        print(f"in-process lint:       {best * 1000:.0f} ms "
-              f"({report.statements / best:,.0f} statements/s)")
+        assert lint_report.syntax_error is None
+        print(f"in-process: {lint_report.statements} statements, {len(lint_report.findings)} "
+              f"findings in {best * 1000:.0f} ms ({lint_report.statements / best:,.0f} "
+              f"statements/s)")
+        if squawk:
+            version = subprocess.run([squawk, "--version"], capture_output=True, text=True,
+                                     check=False).stdout.strip()
+            print(f"peer: {version} (--reporter gcc)")
 
-        pgsteady = [sys.executable, "-m", "pgsteady", "lint", str(path)]
-        whole = best_of(args.repeat, pgsteady)
-        startup = best_of(args.repeat, [sys.executable, "-c", "import pgsteady.cli"])
-        print(f"pgsteady whole-process: {whole * 1000:.0f} ms "
-              f"(of which interpreter + imports: {startup * 1000:.0f} ms)")
+        def both(paths: list[Path], squawk_paths: list[Path] | None = None,
+                 ) -> dict[str, list[str]]:
+            """pgsteady (no cache) and squawk on the same input (squawk wants files)."""
+            commands = {"pgsteady": [*pgsteady, "--no-cache", *map(str, paths)]}
+            if squawk:
+                commands["squawk"] = [squawk, "--reporter", "gcc",
+                                      *map(str, squawk_paths or paths)]
+            return commands
 
-        squawk = find_squawk()
-        if squawk is None:
-            print("squawk:                not installed (pip install squawk-cli) - no ratio")
-            return 0
-        version = subprocess.run([squawk, "--version"], capture_output=True, text=True,
-                                 check=False).stdout.strip()
-        theirs = best_of(args.repeat, [squawk, "--reporter", "gcc", str(path)])
-        print(f"{version} whole-process: {theirs * 1000:.0f} ms (--reporter gcc)")
-        print(f"ratio pgsteady/squawk:  {whole / theirs:.2f}x (goal: at most 1.5x)")
+        figures.append(report("large", compare(args.repeat, both([large]), root),
+                              "goal: at most 1.5x squawk"))
+        figures.append(report("folder", compare(args.repeat, both([folder], files), root),
+                              "goal: at most 2x squawk"))
+        figures.append(report("single", compare(args.repeat, both([single]), root),
+                              "goal: under 150 ms"))
+        subprocess.run([*pgsteady, str(folder)], capture_output=True, cwd=root, check=False)
+        warm = compare(args.repeat, {"pgsteady": [*pgsteady, str(folder)]}, root)
+        figures.append(report("warm", warm, "goal: under 50 ms"))
+        for case, path in (("inserts", inserts), ("insert1", insert1)):
+            figures.append(report(case, compare(max(3, args.repeat // 2), both([path]), root),
+                                  "goal: memory under 2x squawk"))
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2) + "\n")
     finally:
-        shutil.rmtree(folder, ignore_errors=True)  # --keep writes its file elsewhere
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

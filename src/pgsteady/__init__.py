@@ -1,25 +1,58 @@
-"""pgsteady: keep PostgreSQL-backed services standing. This module only re-exports."""
+"""pgsteady: keep PostgreSQL-backed services standing. This module only re-exports.
 
-from pgsteady._core import DatabaseStats
+Names are imported on first use (the command line starts faster that way).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pgsteady._version import __version__
-from pgsteady.arunner import AsyncDatabase
-from pgsteady.errors import (
-    CacheUnavailable,
-    CannotConnect,
-    CircuitOpen,
-    DatabaseClosed,
-    DeadlineExceeded,
-    LabError,
-    LimitExceeded,
-    MigrationBlocked,
-    MigrationError,
-    Overloaded,
-    PgsteadyError,
-    QueryFailed,
-    UsageError,
-)
-from pgsteady.runner import DEFAULT, Database
-from pgsteady.settings import SessionSettings
+
+if TYPE_CHECKING:
+    from pgsteady._core import DatabaseStats
+    from pgsteady.arunner import AsyncDatabase
+    from pgsteady.errors import (
+        CacheUnavailable,
+        CannotConnect,
+        CircuitOpen,
+        DatabaseClosed,
+        DeadlineExceeded,
+        LabError,
+        LimitExceeded,
+        MigrationBlocked,
+        MigrationError,
+        Overloaded,
+        PgsteadyError,
+        QueryFailed,
+        UsageError,
+    )
+    from pgsteady.runner import DEFAULT, Database
+    from pgsteady.settings import SessionSettings
+
+# Where each name lives: imported on first use, so that `pgsteady lint` (which needs
+# none of them) does not pay for psycopg, psycopg_pool or pglast's AST at start-up.
+_SOURCES = {
+    "AsyncDatabase": "pgsteady.arunner",
+    "CacheUnavailable": "pgsteady.errors",
+    "CannotConnect": "pgsteady.errors",
+    "CircuitOpen": "pgsteady.errors",
+    "DEFAULT": "pgsteady.runner",
+    "Database": "pgsteady.runner",
+    "DatabaseClosed": "pgsteady.errors",
+    "DatabaseStats": "pgsteady._core",
+    "DeadlineExceeded": "pgsteady.errors",
+    "LabError": "pgsteady.errors",
+    "LimitExceeded": "pgsteady.errors",
+    "MigrationBlocked": "pgsteady.errors",
+    "MigrationError": "pgsteady.errors",
+    "Overloaded": "pgsteady.errors",
+    "PgsteadyError": "pgsteady.errors",
+    "QueryFailed": "pgsteady.errors",
+    "SessionSettings": "pgsteady.settings",
+    "UsageError": "pgsteady.errors",
+}
 
 __all__ = [
     "DEFAULT",
@@ -42,3 +75,17 @@ __all__ = [
     "UsageError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a re-exported name on first use (PEP 562)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

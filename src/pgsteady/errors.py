@@ -32,22 +32,15 @@ from typing import Literal
 
 import psycopg
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_CANNOT_CONNECT = 3
+from pgsteady import _errors_root
 
-
-class PgsteadyError(Exception):
-    """Root of every error pgsteady raises on purpose."""
-
-    exit_code: int = EXIT_FAILURE
-
-
-class UsageError(PgsteadyError):
-    """Arguments or input the user can fix; the message says how."""
-
-    exit_code = EXIT_USAGE
+# The root, UsageError and the exit codes live in a psycopg-free module (lint starts fast).
+EXIT_OK = _errors_root.EXIT_OK
+EXIT_FAILURE = _errors_root.EXIT_FAILURE
+EXIT_USAGE = _errors_root.EXIT_USAGE
+EXIT_CANNOT_CONNECT = _errors_root.EXIT_CANNOT_CONNECT
+PgsteadyError = _errors_root.PgsteadyError
+UsageError = _errors_root.UsageError
 
 
 class LabError(PgsteadyError):

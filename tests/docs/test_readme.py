@@ -6,7 +6,8 @@ Blocks run by default, chosen by their fence's language:
   on the test session's PostgreSQL (a snippet that needs a server reads it from there);
 - ``sh`` / ``bash``: a ``bash -euo pipefail`` script, same directory and environment;
 - ``toml``: parsed;
-- ``text`` and ``yaml``: illustrative (output, or configuration for other tools): not run.
+- ``text``, ``console``, ``yaml``, ``ini``, ``conf``, ``json``, ``sql``: illustrative (output,
+  or configuration and statements for other programs): not run.
 
 A block of any other language, or none, fails the test: give it one. An HTML comment on the
 line before a fence changes how it runs:
@@ -40,9 +41,11 @@ TIMEOUT = 180
 _FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
 _MARK = re.compile(r"^<!--\s*readme-test:\s*([\w-]+)\s*(.*?)\s*-->\s*$")
 _BY_LANGUAGE = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh",
-                "toml": "toml", "text": "not-run", "yaml": "not-run", "yml": "not-run",
-                # postgresql.conf lines: tests/inspect parses them and starts a server with them
-                "ini": "not-run"}
+                "toml": "toml",
+                # output, or configuration and statements for other programs (ini: the
+                # postgresql.conf lines tests/inspect parses and starts a server with)
+                **dict.fromkeys(("text", "console", "yaml", "yml", "ini", "conf", "json", "sql"),
+                                "not-run")}
 _MODES = {"skip", "pytest", "alembic-env"}
 
 
@@ -112,7 +115,7 @@ def test_the_extractor_finds_every_block_and_knows_how_to_run_it():
     for snippet in SNIPPETS:
         assert snippet.mode in {*_BY_LANGUAGE.values(), *_MODES}, (
             f"{snippet.id}: give the block a language (python and sh run, toml is parsed, "
-            f"text and yaml are not run) or a marker: <!-- readme-test: skip REASON -->, "
+            f"text, yaml, ini, json, sql... are not run) or a marker: <!-- readme-test: skip REASON -->, "
             f"<!-- readme-test: pytest -->, <!-- readme-test: alembic-env -->")
         if snippet.mode == "skip":
             assert snippet.reason, f"{snippet.id}: say why it is skipped"

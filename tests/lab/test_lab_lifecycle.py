@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 from pgsteady.lab import _process
-from pgsteady.lab.cluster import Cluster, make_workdir, sweep_stale
+from pgsteady.lab._workdir import make_workdir, sweep_stale
+from pgsteady.lab.cluster import Cluster
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 
@@ -41,6 +42,11 @@ def _read_until(proc: subprocess.Popen[str], prefix: str, limit: int = 20) -> st
         if line.startswith(prefix):
             return line.split(":", 1)[1].strip()
     raise AssertionError(f"no {prefix!r} line from {proc.args}")
+
+
+def _processes_using(workdir: Path) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if str(workdir) in line]
 
 
 def test_cluster_started_in_a_thread_outlives_the_thread():
@@ -104,7 +110,10 @@ def test_sigkilled_lab_up_leaves_a_dir_the_next_start_sweeps(base_dir):
             proc.kill()
             proc.wait(10)
         assert killed_dir.exists()
-        time.sleep(0.5)  # its servers got their parent-death signal
+        deadline = time.monotonic() + 15  # its servers got their parent-death signal
+        while _processes_using(killed_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _processes_using(killed_dir)
         fresh = make_workdir(base_dir, _process.run_as())
         assert not killed_dir.exists()
         assert alive.dir is not None and alive.dir.exists() and fresh.exists()
@@ -158,3 +167,27 @@ def test_lab_dir_is_removed_while_an_interrupted_initdb_still_writes(tmp_path):
     finally:
         writer.join()
     assert not lab_dir.exists()
+
+
+def test_a_port_taken_between_pick_and_bind_is_replaced(monkeypatch, pgsteady_stack):
+    """Another process grabbing the port we picked before our server binds it (busy machines
+    with many labs) costs a retry on another port, not a failed start."""
+    import socket
+
+    real = _process.free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(_process, "free_port", lambda: next(picks, None) or real())
+        stack = pgsteady_stack(pool_size=1)
+        assert stack.pgbouncer.port != taken.getsockname()[1]
+        with psycopg.connect(stack.pooled_dsn(), prepare_threshold=None) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+        picks = iter([taken.getsockname()[1]])
+        cluster = Cluster(pool_size=1).start()
+        try:
+            assert cluster.postgres is not None
+            assert cluster.postgres.port != taken.getsockname()[1]
+        finally:
+            cluster.stop()

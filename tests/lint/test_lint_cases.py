@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _cases import all_cases, config_for
-
-from pgsteady.migrate.lint.engine import Linter
+from _cases import all_cases, lint_case
 
 CASES = all_cases()
 
@@ -16,7 +14,7 @@ CASES = all_cases()
 def test_case(case: Path):
     """A *_bad.sql case yields its rule's finding; a *_ok.sql case yields no finding at all."""
     sql = case.read_text(encoding="utf-8")
-    report = Linter(config_for(sql)).lint_text(sql, str(case))
+    report = lint_case(sql, str(case))
     assert report.syntax_error is None, report.syntax_error
     rule_id = case.parent.name
     hits = [f for f in report.findings if f.rule == rule_id]

@@ -6,7 +6,7 @@ import pytest
 
 from pgsteady.errors import UsageError
 from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.engine import Linter, LintReport, collect_files, lint_paths
+from pgsteady.migrate.lint.engine import Linter, LintReport, Unit, collect_files, lint_paths
 
 
 def rules_of(sql: str, **config) -> list[str]:
@@ -80,7 +80,10 @@ def test_squawk_misses_are_reported():
 
 def test_squawk_false_positives_are_not_raised():
     """varchar -> text is no rewrite; ADD PRIMARY KEY is never told to use NOT VALID."""
-    assert rules_of("ALTER TABLE users ALTER COLUMN name TYPE text;") == []
+    history = [Unit("0001.sql", "CREATE TABLE users (id bigint, name varchar(50));")]
+    report = Linter().lint_units([Unit("0002.sql", "ALTER TABLE users ALTER COLUMN name TYPE text;")],
+                                 history=history)
+    assert report.findings == []
     findings = Linter().lint_text("ALTER TABLE users ADD PRIMARY KEY (id);").findings
     assert [f.rule for f in findings] == ["require-unique-using-index"]
     assert "NOT VALID" not in findings[0].help

@@ -93,3 +93,41 @@ def test_unreachable_database_exits_3(tmp_path, capsys):
     code = main(["lint", str(path), "--dsn", "host=127.0.0.1 port=1 connect_timeout=2"])
     assert code == 3
     assert "cannot connect" in capsys.readouterr().err
+
+
+@pytest.fixture
+def typed_database(pgsteady_database):
+    """A database whose `accounts` has pin integer, name varchar(50), token char(36)."""
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE accounts (id bigint PRIMARY KEY, pin integer, "
+                     "name varchar(50), token char(36), total numeric(10, 2), tags text[])")
+        conn.execute("CREATE VIEW active_accounts AS SELECT id FROM accounts")
+    return pgsteady_database
+
+
+def test_live_catalog_gives_the_old_column_types(typed_database, tmp_path, capsys):
+    """With --dsn the catalog says what each column is: int->text and char->varchar rewrite,
+    varchar(50)->text and numeric widening do not; no history needed."""
+    path = tmp_path / "m.sql"
+    path.write_text("ALTER TABLE accounts ALTER COLUMN pin TYPE text;\n"
+                    "ALTER TABLE accounts ALTER COLUMN name TYPE text;\n"
+                    "ALTER TABLE accounts ALTER COLUMN token TYPE varchar(36);\n"
+                    "ALTER TABLE accounts ALTER COLUMN total TYPE numeric(14, 2);\n"
+                    "ALTER TABLE accounts ALTER COLUMN tags TYPE text[];\n")
+    code, document = lint_json(capsys, path, "--dsn", typed_database.dsn, "--exclude",
+                               "require-lock-timeout,require-statement-timeout")
+    found = [(f["line"], f["rule"], f["severity"]) for f in document["findings"]]
+    assert found == [(1, "changing-column-type", "error"),
+                     (3, "changing-column-type", "error")]  # never analyzed: kept as errors
+    assert "from int4 to text" in document["findings"][0]["message"]
+    assert "from bpchar(36) to varchar(36)" in document["findings"][1]["message"]
+    assert code == 1
+
+
+def test_live_catalog_knows_which_views_exist(typed_database, tmp_path, capsys):
+    """CREATE OR REPLACE VIEW is reported for a view the database has, not for a new one."""
+    path = tmp_path / "m.sql"
+    path.write_text("CREATE OR REPLACE VIEW active_accounts AS SELECT id, name FROM accounts;\n"
+                    "CREATE OR REPLACE VIEW brand_new AS SELECT 1 AS one;\n")
+    _, document = lint_json(capsys, path, "--dsn", typed_database.dsn)
+    assert [(f["line"], f["rule"]) for f in document["findings"]] == [(1, "replacing-view")]

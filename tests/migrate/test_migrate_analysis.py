@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, Target, analyze
+from pgsteady.migrate.analysis import LockMode, Reach, SqlSyntaxError, Target, analyze
 
 
 def test_conflict_table_matches_postgres():
@@ -30,8 +30,8 @@ def test_conflict_table_matches_postgres():
      True),
     ("ALTER TABLE a ADD CONSTRAINT f FOREIGN KEY (b) REFERENCES b (id) NOT VALID",
      "ALTER TABLE ... ADD FOREIGN KEY",
-     [Target(None, "b", LockMode.SHARE_ROW_EXCLUSIVE),
-      Target(None, "a", LockMode.SHARE_ROW_EXCLUSIVE)], True),
+     [Target(None, "a", LockMode.SHARE_ROW_EXCLUSIVE),
+      Target(None, "b", LockMode.SHARE_ROW_EXCLUSIVE)], True),
     ("ALTER TABLE a VALIDATE CONSTRAINT f", "ALTER TABLE ... VALIDATE CONSTRAINT",
      [Target(None, "a", LockMode.SHARE_UPDATE_EXCLUSIVE)], True),
     ("DROP INDEX CONCURRENTLY i", "DROP INDEX CONCURRENTLY",
@@ -46,8 +46,38 @@ def test_statement_locks(sql, kind, targets, transactional):
     """Each statement gets its documented lock level on the relations it names."""
     [info] = analyze(sql)
     assert info.kind == kind
-    assert list(info.targets) == targets
+    assert [t for t in info.targets if t.reach == Reach.SELF] == targets
     assert info.transactional is transactional
+
+
+@pytest.mark.parametrize(("sql", "reach", "only"), [
+    ("ALTER TABLE child DROP CONSTRAINT child_parent_fkey", Reach.REFERENCED,
+     "constraint:child_parent_fkey"),
+    ("ALTER TABLE child DROP COLUMN parent_id", Reach.REFERENCED, "column:parent_id"),
+    ("DROP TABLE child", Reach.REFERENCED, None),
+])
+def test_foreign_keys_reach_the_other_table(sql, reach, only):
+    """Dropping a foreign key, its column or its table locks the referenced table too."""
+    [info] = analyze(sql)
+    assert Target(None, "child", LockMode.ACCESS_EXCLUSIVE, reach, only) in info.targets
+
+
+@pytest.mark.parametrize(("sql", "kind"), [
+    ("CREATE VIEW v AS SELECT 1", "CREATE VIEW"),
+    ("CREATE OR REPLACE VIEW v AS SELECT 1", "CREATE OR REPLACE VIEW"),
+    ("CREATE TABLE t2 AS SELECT 1", "CREATE TABLE AS"),
+    ("CREATE MATERIALIZED VIEW m AS SELECT 1", "CREATE MATERIALIZED VIEW"),
+    ("COMMENT ON TABLE t IS 'x'", "COMMENT ON TABLE"),
+    ("DROP TRIGGER trg ON t", "DROP TRIGGER"),
+    ("CREATE DOMAIN d AS int", "CREATE DOMAIN"),
+    ("CREATE TYPE e AS ENUM ('a')", "CREATE TYPE ... AS ENUM"),
+    ("CREATE EXTENSION hstore", "CREATE EXTENSION"),
+    ("ALTER TABLE t SET (fillfactor = 70)", "ALTER TABLE ... SET (...)"),
+])
+def test_kinds_are_plain_sql_words(sql, kind):
+    """Statement kinds read as SQL, never as parser node names (CreateTableAs, View)."""
+    [info] = analyze(sql)
+    assert info.kind == kind
 
 
 def test_positions_skip_comments_and_blank_lines():
@@ -74,3 +104,16 @@ def test_reindex_table_conflicts_like_access_exclusive():
     (info,) = analyze("REINDEX TABLE orgs")
     assert info.targets[0].name == "orgs"
     assert info.targets[0].lock is LockMode.ACCESS_EXCLUSIVE
+
+
+def test_every_statement_type_is_accounted_for():
+    """Each statement pglast parses has lock rules, takes no relation lock, or is opaque."""
+    from pglast import ast
+
+    from pgsteady.migrate import analysis
+    from pgsteady.migrate.statement_kinds import LOCK_FREE_NODES, OPAQUE_NODES
+
+    handled = {cls.__name__ for cls in analysis._HANDLERS}
+    statements = {name for name in dir(ast) if name.endswith("Stmt")}
+    assert not statements - handled - LOCK_FREE_NODES - OPAQUE_NODES
+    assert not handled & (LOCK_FREE_NODES | OPAQUE_NODES)

@@ -16,7 +16,8 @@ def test_failed_statement_is_named_with_its_position(db, orgs_dir):
                                                   "ALTER TABLE orgs ADD COLUMN b int;\n"
                                                   "SELECT no_such_column FROM orgs;\n"})
     migrations = source.load_dir(orgs_dir)
-    with pytest.raises(MigrationError, match=r"0002_three.sql:3: SELECT failed: 42703") as caught:
+    with pytest.raises(MigrationError, match=r"0002_three.sql:3:8: SELECT failed: 42703") \
+            as caught:
         apply.migrate(db, migrations, FAST)
     failed = caught.value.__cause__
     assert failed is not None

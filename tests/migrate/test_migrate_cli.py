@@ -157,3 +157,24 @@ def test_preflight_names_sessions_waiting_in_the_queue(tmp_path, db, orgs_dir,
     finally:
         thread.join(5)
         queued.close()
+
+
+def test_plan_says_kinds_in_sql_words_and_foreign_key_reach(tmp_path, db, orgs_dir):
+    """--plan names kinds as SQL (CREATE VIEW, CREATE TABLE AS), and the FK's other table."""
+    write_migrations(orgs_dir, {"0002_more.sql": """
+        CREATE TABLE members (id int PRIMARY KEY, org_id int CONSTRAINT members_org_fkey
+                              REFERENCES orgs);
+        CREATE VIEW org_names AS SELECT name FROM orgs;
+        CREATE TABLE org_copy AS SELECT * FROM orgs;
+        ALTER TABLE members DROP CONSTRAINT members_org_fkey;
+    """})
+    result = run_cli("migrate", "--dsn", db, "--dir", str(orgs_dir), "--plan")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "line 3: CREATE VIEW: ACCESS SHARE on orgs" in out
+    assert "line 4: CREATE TABLE AS: ACCESS SHARE on orgs" in out
+    assert ("line 5: ALTER TABLE ... DROP CONSTRAINT: ACCESS EXCLUSIVE on members, ACCESS "
+            "EXCLUSIVE on the tables members's foreign keys reference (constraint "
+            "members_org_fkey)") in out
+    for node_name in ("ViewStmt", "CreateTableAs", "View:", "CreateStmt"):
+        assert node_name not in out

@@ -41,6 +41,7 @@ def lock_queue(strategies: tuple[str, ...] = ("naive", "steady"), seconds: int =
         })
     return {"schema_version": 1, "scenario": "lock-queue", "source": "lab",
             "config": {"replicas": 3, "rate": 200, "long_query_for": 40.0, "deploy_at": 8.0,
+                       "long_query_at": [2.0], "reserved_connections": 3,
                        "duration": float(seconds), "max_connections": 60,
                        "versions": {"postgresql": "15"}},
             "runs": runs}

@@ -73,7 +73,7 @@ def test_lock_queue_alone_makes_a_page_with_its_verdicts_and_charts(tmp_path):
     html = page.read_text()
     assert html.count('<svg class="chart"') == 4
     assert "outage" in html and "held" in html
-    assert "max_connections 60" in html and "the long log query" in html
+    assert "connection slots the apps may use (57)" in html and "a long log query" in html
     assert "never applied" in html and "applied at 12.5 s" in html
     assert "replica restarted" in html
     assert "<script src" not in html and "<link" not in html and "http://" not in html.replace(

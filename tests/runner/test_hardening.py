@@ -3,11 +3,14 @@ leaving; transaction-pooler limits and PostgreSQL's DETAIL reach the caller clea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
+import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 import psycopg
@@ -144,35 +147,39 @@ def test_zero_deadline_fails_at_once_while_zero_statement_timeout_is_no_limit(
     assert "deadline=0" in (Database.__doc__ or "")
 
 
-@pytest.mark.parametrize("kind", [Database, AsyncDatabase])
-def test_pool_taking_most_connection_slots_is_warned_about(caplog, kind):
-    """A direct pool larger than half the server's connection slots logs one warning with
-    the numbers; a small one logs nothing."""
-    import asyncio
-
+@pytest.fixture(scope="module")
+def small_server() -> Iterator[Postgres]:
+    """A PostgreSQL with only 12 connection slots (9 for non-superusers)."""
     who = _process.run_as()
     server = Postgres(make_workdir(None, who), who=who, settings={"max_connections": 12})
     server.start()
     try:
-        for size, warned in ((7, True), (2, False)):
-            caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="pgsteady.runner"):
-                if kind is Database:
-                    with Database(server.dsn(), pool_size=size) as db:
-                        db.wait(10)
-                else:
-                    async def use(size: int = size) -> None:
-                        async with AsyncDatabase(server.dsn(), pool_size=size) as adb:
-                            await adb.wait(10)
-                    asyncio.run(use())
-            messages = [r.getMessage() for r in caplog.records if "pool_size=" in r.getMessage()]
-            assert len(messages) == (1 if warned else 0), messages
-            if warned:
-                assert "pool_size=7" in messages[0] and "max_connections=12" in messages[0]
+        yield server
     finally:
         server.stop()
-        import shutil
         shutil.rmtree(server.workdir, ignore_errors=True)
+
+
+@pytest.mark.parametrize("kind", [Database, AsyncDatabase])
+def test_pool_taking_most_connection_slots_is_warned_about(caplog, kind, small_server):
+    """A direct pool larger than half the server's connection slots logs one warning with
+    the numbers; a small one logs nothing."""
+    server = small_server
+    for size, warned in ((7, True), (2, False)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="pgsteady.runner"):
+            if kind is Database:
+                with Database(server.dsn(), pool_size=size) as db:
+                    db.wait(10)
+            else:
+                async def use(size: int = size) -> None:
+                    async with AsyncDatabase(server.dsn(), pool_size=size) as adb:
+                        await adb.wait(10)
+                asyncio.run(use())
+        messages = [r.getMessage() for r in caplog.records if "pool_size=" in r.getMessage()]
+        assert len(messages) == (1 if warned else 0), messages
+        if warned:
+            assert "pool_size=7" in messages[0] and "max_connections=12" in messages[0]
 
 
 def test_transaction_pooler_refuses_vacuum_with_a_clear_error(make_db, pgsteady_stack,

@@ -10,6 +10,7 @@ on stdout, so a program reading stdout never gets nothing.
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import itertools
 import json
@@ -19,28 +20,42 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
-import psycopg
-
+from pgsteady._errors_root import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady._version import __version__
-from pgsteady.cli import (
-    alerts,
-    blockers,
-    doctor,
-    exporter,
-    lab,
-    lint,
-    migrate,
-    preflight,
-    report,
-    sim,
-    watch,
-)
-from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
-from pgsteady.settings import describe, scrub
 
-VERBS = (lab, lint, migrate, preflight, report, alerts, doctor, blockers, sim, exporter, watch)
+# Verb modules (pgsteady.cli.<name>), imported only when needed: a verb on the command line
+# loads its own module alone, so `pgsteady lint` never imports psycopg.
+VERBS = ("lab", "lint", "migrate", "preflight", "report", "alerts", "doctor", "blockers",
+         "sim", "exporter", "watch")
+
+
+def _verb(name: str) -> Any:
+    return importlib.import_module(f"pgsteady.cli.{name}")
+
+
+def _chosen_verb(argv: Sequence[str]) -> str | None:
+    """The verb named on the command line, if any (before it come only options)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in VERBS else None
+    return None
+
+
+def scrub(text: str) -> str:
+    """:func:`pgsteady.settings.scrub`, imported when an error is printed (psycopg's
+    conninfo comes with it)."""
+    from pgsteady.settings import scrub as scrub_dsn
+
+    return scrub_dsn(text)
+
+
+def describe(exc: BaseException) -> str:
+    """:func:`pgsteady.settings.describe`, imported when a database error is printed."""
+    from pgsteady.settings import describe as describe_error
+
+    return describe_error(exc)
 
 
 ERROR_SCHEMA_VERSION = 1
@@ -138,7 +153,7 @@ def _fail(code: int, line: str, kind: str, *, as_json: bool) -> int:
     return code
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="pgsteady",
         description="Keep PostgreSQL-backed services standing; reproduce outages in a lab.",
@@ -148,15 +163,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more to stderr (-vv for debug)")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    for verb in VERBS:
-        verb.register(verbs)
+    for name in VERBS:
+        if only is None or name == only:
+            _verb(name).register(verbs)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
-    parser = build_parser()
+    parser = build_parser(_chosen_verb(argv))
     try:
         args, extras = parser.parse_known_args(argv)
         if extras:
@@ -183,7 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgsteadyError as exc:
         return _fail(exc.exit_code, f"pgsteady: error: {scrub(str(exc))}", type(exc).__name__,
                      as_json=as_json)
-    except psycopg.Error as exc:
+    except Exception as exc:
+        psycopg: Any = sys.modules.get("psycopg")  # only a verb that imported it can raise it
+        if psycopg is None or not isinstance(exc, psycopg.Error):
+            raise
         sqlstate = getattr(exc, "sqlstate", None)
         kind = type(exc).__name__
         if isinstance(exc, psycopg.OperationalError) and (sqlstate is None

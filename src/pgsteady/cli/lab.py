@@ -90,6 +90,68 @@ def register(verbs: Any) -> None:
                                      "directory in (default: the temp dir)")
     drain.set_defaults(run=run_pool_drain)
 
+    _register_lock_queue(scenarios)
+
+
+def _times(text: str) -> tuple[float, ...]:
+    """``"2s,6s"`` -> (2.0, 6.0)."""
+    return tuple(_args.duration(part) for part in text.split(",") if part.strip())
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share; write it like 0.6") \
+            from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
+    return value
+
+
+def _register_lock_queue(scenarios: Any) -> None:
+    lq = scenarios.add_parser(
+        "lock-queue", help="reproduce the blocked migration and restart loop, and the fix",
+        description="Reproduce the lock-queue outage (docs/outages.md, 2): a long dashboard "
+                    "log query, a deploy whose migration queues behind it, liveness probes "
+                    "that restart gateway replicas, and sessions the killed replicas leave "
+                    "behind; then the same deploy under pgsteady. Prints per-second tables "
+                    "and a summary.")
+    lq.add_argument("--strategy", default="naive,steady",
+                    help="comma-separated: naive, steady (default: naive,steady)")
+    lq.add_argument("--replicas", type=_args.non_negative_int, default=3,
+                    help="gateway replicas, each a uvicorn process with its own pool (3)")
+    lq.add_argument("--rate", type=_args.non_negative_int, default=200,
+                    help="requests a second over all endpoints (200)")
+    lq.add_argument("--cached-share", type=_share, default=0.6,
+                    help="share of lookups for organizations in the replicas' cache (0.6)")
+    lq.add_argument("--dashboard-share", type=_share, default=0.05,
+                    help="share of requests for the dashboard's log page (0.05)")
+    lq.add_argument("--duration", type=_args.duration, default=60.0,
+                    help="how long each run lasts (60s)")
+    lq.add_argument("--deploy-at", type=_args.duration, default=8.0,
+                    help="when the new version is deployed (8s)")
+    lq.add_argument("--long-query-at", type=_times, default=(2.0, 6.0),
+                    help="when dashboard users open the slow log page: 2s,6s")
+    lq.add_argument("--long-query-for", type=_args.duration, default=40.0,
+                    help="how long the slow log query would run (40s)")
+    lq.add_argument("--probe-interval", type=_args.duration, default=1.0,
+                    help="how often the supervisor probes each replica (1s)")
+    lq.add_argument("--probe-failures", type=_args.non_negative_int, default=3,
+                    help="failed probes in a row before a restart or leaving rotation (3)")
+    lq.add_argument("--max-connections", type=_args.non_negative_int, default=60,
+                    help="PostgreSQL's max_connections, 3 of them reserved (60)")
+    lq.add_argument("--lock-timeout", type=_args.duration, default=1.0,
+                    help="steady: the migration's lock_timeout cap (1s)")
+    lq.add_argument("--log-statement-timeout", type=_args.duration, default=5.0,
+                    help="steady: statement_timeout of the bounded log query (5s)")
+    lq.add_argument("--runs", type=_args.non_negative_int, default=1,
+                    help="runs of each strategy (1)")
+    lq.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    lq.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
+    lq.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
+    lq.set_defaults(run=run_lock_queue)
+
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
@@ -185,6 +247,56 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     if args.out:
         out_dir = Path(args.out)
         report.write_json(result, out_dir / "pool-drain.json")
+        for chart in report.write_charts(result, out_dir):
+            err.print(f"wrote {chart}")
+    return EXIT_OK
+
+
+def run_lock_queue(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from pgsteady.lab import lock_queue_report as report
+    from pgsteady.lab.scenarios.lock_queue import LockQueueConfig
+    from pgsteady.lab.scenarios.lock_queue import run_lock_queue as run
+
+    config = LockQueueConfig(
+        strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
+        replicas=args.replicas, rate=args.rate, cached_share=args.cached_share,
+        dashboard_share=args.dashboard_share, duration=args.duration,
+        deploy_at=args.deploy_at, long_query_at=args.long_query_at,
+        long_query_for=args.long_query_for, probe_interval=args.probe_interval,
+        probe_failures=args.probe_failures, max_connections=args.max_connections,
+        lock_timeout=args.lock_timeout, log_statement_timeout=args.log_statement_timeout,
+        runs=args.runs)
+    for path in filter(None, (args.json, args.out)):
+        parent = Path(path) if path == args.out else Path(path).resolve().parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    out = Console(width=None if sys.stdout.isatty() else 200)
+    err = Console(stderr=True)
+    total = len(config.strategies) * config.runs * config.duration
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("starting the lab", total=total)
+
+        def advance(label: str, seconds: float) -> None:
+            progress.update(task, description=label, advance=seconds)
+
+        result = run(config, advance, base_dir=args.dir)
+    for run_result in result.runs:
+        if run_result.run == 1:
+            out.print(report.per_second_table(run_result))
+    out.print(report.summary_table(result))
+    if args.json:
+        report.write_json(result, Path(args.json))
+        err.print(f"wrote {args.json}")
+    if args.out:
+        out_dir = Path(args.out)
+        report.write_json(result, out_dir / "lock-queue.json")
         for chart in report.write_charts(result, out_dir):
             err.print(f"wrote {chart}")
     return EXIT_OK

@@ -2,6 +2,9 @@
 
 Exit codes: 0 clean (warnings allowed), 1 error-level findings, 2 usage error or a file that
 does not parse (reported as ``file:line:col: message``), 3 cannot connect (``--dsn``).
+
+Start-up is most of a lint run, so this module imports only what the run needs: the parser
+and the rules on a cache miss, psycopg only with ``--dsn``.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pgsteady.errors import EXIT_OK, UsageError
-from pgsteady.migrate.lint import docs, output, sizes
+from pgsteady._errors_root import EXIT_OK, UsageError
+from pgsteady.migrate.lint import cache, output
 from pgsteady.migrate.lint.config import (
     LintConfig,
     check_rule_ids,
@@ -21,8 +24,16 @@ from pgsteady.migrate.lint.config import (
     parse_pg_version,
     parse_rows,
 )
-from pgsteady.migrate.lint.engine import Linter, LintReport, collect_files
-from pgsteady.migrate.lint.rules import all_rules
+from pgsteady.migrate.lint.report import LintReport
+from pgsteady.migrate.lint.rules import all_rules, rule_ids
+
+#: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
+PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, sqitch, alembic-sql, "
+            "plain")
+
+if TYPE_CHECKING:
+    from pgsteady.migrate.lint.files import Unit
+    from pgsteady.migrate.lint.runners import Choice
 
 
 def _rule_list(text: str) -> frozenset[str]:
@@ -74,6 +85,18 @@ def register(verbs: Any) -> None:
     lint.add_argument("--large-table", type=_rows, metavar="ROWS",
                       help="with --dsn: tables with at least this many rows make size-aware "
                            "findings errors, smaller ones warnings (default 1M; 250k works)")
+    lint.add_argument("--runner", metavar="NAME",
+                      help="how the files are run, which decides transactions, timeouts and the "
+                           f"Up part: {PROFILES}, or auto (default: detected "
+                           "from the folder's layout)")
+    lint.add_argument("--history", metavar="DIR",
+                      help="migrations that ran before the files given: replayed for the "
+                           "schema (old column types, existing tables), not linted")
+    lint.add_argument("--no-cache", action="store_true",
+                      help="lint everything again; do not read or write .pgsteady_cache")
+    lint.add_argument("--cache-dir", type=Path, metavar="DIR",
+                      help="where to keep the cache (default: .pgsteady_cache/lint next to "
+                           "pyproject.toml, or here)")
     lint.add_argument("--config", type=Path, metavar="PYPROJECT",
                       help="read [tool.pgsteady.lint] from this file")
     lint.add_argument("--explain", metavar="RULE", help="print a rule's documentation")
@@ -87,7 +110,9 @@ def register(verbs: Any) -> None:
 def _config(args: argparse.Namespace) -> LintConfig:
     config = load_config(args.config)
     union = frozenset().union
-    known = all_rules()
+    known = rule_ids()
+    check_rule_ids(config.disable | config.enable | config.warn, known,
+                   config.source or "configuration")
     for option in ("exclude", "enable", "warn"):
         check_rule_ids(union(*getattr(args, option)), known, f"--{option}")
     return config.with_overrides(
@@ -113,32 +138,117 @@ def _use_color(stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR")
 
 
+def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> Choice:
+    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+
+    if args.runner:
+        chosen, where = runners.check_name(args.runner), "--runner"
+    else:
+        chosen, where = runners.check_name(config.runner, f"{config.source}: runner"), "config"
+    if chosen == "auto":
+        return runners.detect(paths)
+    return runners.Choice(chosen, f"from {where}")
+
+
+def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: PLR0917
+          args: argparse.Namespace, runner: str, store: cache.Cache | None) -> LintReport:
+    """Lint the units, reading back what the cache already knows and storing the rest."""
+    keys: list[str] = []
+    done, entry = 0, None
+    if store is not None:
+        keys = cache.chain(config, runner, units, history)
+        done, entry = store.longest(keys)
+        if entry is not None and done == len(units):
+            return LintReport(entry.reports, runner)
+    from pgsteady.migrate.lint.engine import Linter  # the parser: misses only
+
+    linter = Linter(config)
+    if entry is not None:
+        schema = entry.schema
+    elif args.dsn:
+        from pgsteady.migrate.lint import sizes  # psycopg: --dsn only
+
+        schema = sizes.load_catalog(args.dsn)
+        schema.change_start = 0
+    else:
+        schema = linter.start(history)
+    report = linter.lint_units(units[done:], schema=schema)
+    reports = [*(entry.reports if entry is not None else []), *report.files]
+    if store is not None and keys and not any(r.syntax_error for r in reports):
+        store.store(keys[-1], cache.Entry(reports, schema))
+    return LintReport(reports, runner)
+
+
 def run_lint(args: argparse.Namespace) -> int:
-    if args.explain:
-        sys.stdout.write(docs.explain(args.explain))
+    if args.explain or args.write_docs:
+        from pgsteady.migrate.lint import docs  # documentation only
+
+        if args.explain:
+            sys.stdout.write(docs.explain(args.explain))
+            return EXIT_OK
+        cases = Path("tests/lint/cases")
+        for path in docs.write_docs(args.write_docs, cases if cases.is_dir() else None):
+            sys.stderr.write(f"wrote {path}\n")
         return EXIT_OK
     if args.list_rules:
         for rule in all_rules().values():
             sys.stdout.write(f"{rule.id}\t{rule.message}\n")
         return EXIT_OK
-    if args.write_docs:
-        cases = Path("tests/lint/cases")
-        for path in docs.write_docs(args.write_docs, cases if cases.is_dir() else None):
-            sys.stderr.write(f"wrote {path}\n")
-        return EXIT_OK
     config = _config(args)
     paths = args.files or _config_paths(config)
     if not paths:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
-    linter = Linter(config)
-    report = LintReport([linter.lint_file(path) for path in collect_files(paths)])
+    store = None if args.no_cache or args.dsn else \
+        cache.Cache(args.cache_dir or cache.default_folder(config))
+    quick_key = None
+    if store is not None:
+        options = (args.runner, args.history)
+        quick_key = cache.stat_key(config, options, [*paths, *filter(None, [args.history])])
+        hit = store.quick(quick_key) if quick_key else None
+        if hit is not None:  # nothing touched since the last run: no file read
+            return _show(LintReport(hit.reports, hit.runner), args, hit.runner, hit.reason)
+    report, runner, reason = _run(args, config, paths, store)
+    if store is not None and quick_key and not report.syntax_errors:
+        store.store(quick_key, cache.Quick(report.files, runner, reason))
+    return _show(report, args, runner, reason)
+
+
+def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
+         store: cache.Cache | None) -> tuple[LintReport, str, str]:
+    """Detect the runner, read the files, lint what the content cache does not know."""
+    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+
+    choice = _runner(args, config, paths)
+    files = runners.files_for(paths, choice.runner)
+    units, broken = runners.load(files, choice.runner)
+    history: list[Unit] = []
+    if args.history:
+        if args.dsn:
+            sys.stderr.write("pgsteady lint: --history ignored: the database given by --dsn "
+                             "knows the schema\n")
+        else:
+            history = runners.history_for(args.history, files, choice.runner)
+    report = _lint(config, units, history, args, choice.runner,
+                   None if broken else store)
+    for index, file in broken.items():
+        report.files[index] = file
     if args.dsn and not report.syntax_errors:
+        from pgsteady.migrate.lint import sizes  # psycopg: --dsn only
+
         report = sizes.annotate(report, args.dsn, config.large_table)
+        report.runner = choice.runner
+    return report, choice.runner, choice.reason
+
+
+def _show(report: LintReport, args: argparse.Namespace, runner: str, reason: str) -> int:
     sys.stdout.write(output.render(report, args.format, color=_use_color(sys.stdout)))
+    profile = f"runner profile {runner} ({reason})"
     if args.format == "text":
         sys.stderr.write(output.render_syntax_errors(report))
-        if report.findings or report.syntax_errors:
-            sys.stderr.write(output.summary(report) + "\n")
-    elif report.syntax_errors and args.format == "json":
-        sys.stderr.write(output.render_syntax_errors(report))
+        sys.stderr.write(f"{output.summary(report)}; {profile}\n")
+    else:
+        if report.syntax_errors and args.format == "json":
+            sys.stderr.write(output.render_syntax_errors(report))
+        if args.format == "github":
+            sys.stderr.write(f"pgsteady lint: {profile}\n")
     return report.exit_code

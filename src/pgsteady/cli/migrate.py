@@ -12,6 +12,7 @@ from typing import Any
 from pgsteady.cli import _args
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, BadMigration, MigrationError
 from pgsteady.migrate import apply, history, layouts, repair, source, status
+from pgsteady.migrate.analysis import Reach
 from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1
@@ -119,7 +120,10 @@ def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
         "statements": [{
             "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,
             "targets": [{"schema": t.schema, "name": t.name, "lock": str(t.lock)}
-                        for t in s.targets],
+                        for t in s.targets if t.reach == Reach.SELF],
+            "also": [{"schema": t.schema, "name": t.name, "lock": str(t.lock),
+                      "reach": str(t.reach), "only": t.only, "description": t.describe()}
+                     for t in s.targets if t.reach != Reach.SELF],
         } for s in m.statements],
     } for m in pending]
 
@@ -134,8 +138,11 @@ def print_plan(pending: list[Migration]) -> None:
         how = "one transaction" if m.transactional else "no transaction"
         print(f"{m.path}  ({how})", file=out)
         for s in m.statements:
-            locks = ", ".join(f"{t.lock} on {t.qualified}" for t in s.targets) or \
-                "no table lock known"
+            # Partitions and view expansions are where most reads go: said only in --json.
+            shown = [t.describe() for t in s.targets
+                     if t.reach not in (Reach.READS, Reach.DESCENDANTS)]
+            locks = ", ".join(shown) or ("what it locks cannot be known from its text"
+                                         if s.opaque else "no table lock")
             print(f"  line {s.line}: {s.kind}: {locks}", file=out)
 
 

@@ -24,9 +24,10 @@ def register(verbs: Any) -> None:
     drain = commands.add_parser(
         "pool-drain", help="the lab's pool-drain scenario, in the model",
         description="Run the pool-drain scenario in the discrete-event model: the lab's knobs "
-                    "and defaults (the seed's setting), plus several poolers, max_connections "
-                    "and random stalls. Prints the lab's tables; --json writes the lab's shape "
-                    "with \"source\": \"sim\". Same --seed, same output.")
+                    "and defaults (the outage's setting, docs/outages.md), plus several "
+                    "poolers, max_connections and random stalls. Prints the lab's tables; "
+                    "--json writes the lab's shape with \"source\": \"sim\". Same --seed, "
+                    "same output.")
     _knobs(drain, "naive,steady")
     drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
     drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
@@ -36,12 +37,13 @@ def register(verbs: Any) -> None:
         "validate", help="run a grid in the lab and in the model and compare them",
         description="Pool size {2, 4, 20} x connect latency {10, 50 ms} x {naive, steady}, "
                     "3 short lab runs each (a 100 ms stall during the burst at pool 20, as "
-                    "in the seed), and the same in the model; prints verdicts, answered/s "
-                    "per third and server connections opened, lab vs model. Exits 1 if "
+                    "in the outage's write-up), and the same in the model; prints verdicts, "
+                    "answered/s per third and server connections opened, lab vs model. "
+                    "Exits 1 if "
                     "fewer than 90% of verdicts agree or answered/s differs by more than "
                     "10% where both hold. Takes about 10 minutes (--quick: about 1).")
     check.add_argument("--quick", action="store_true",
-                       help="one cell (pool 4, 50 ms), one 6 s run per strategy")
+                       help="two cells (pool 2 and 4, 50 ms), one 6 s run per strategy")
     check.add_argument("--seed", type=int, default=1)
     check.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
     check.add_argument("--dir", help="where to create the lab directory (default: temp dir)")

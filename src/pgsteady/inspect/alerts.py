@@ -117,8 +117,8 @@ RULES: tuple[Rule, ...] = (
     Rule("PgsteadyConnectionsHigh", "pgsteady-postgres", "pgsteady_connections_used_ratio", ">=",
          "connections_used", "warning",
          "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
-         "Sessions are using most of max_connections minus the reserved slots; seed 002 ran out "
-         "of slots when restarted servers leaked sessions.",
+         "Sessions are using most of max_connections minus the reserved slots; the migration "
+         "outage (docs/outages.md) ran out of slots when restarted servers leaked sessions.",
          "pgsteady blockers --dsn ...; pgsteady doctor --dsn ..."),
     Rule("PgsteadyConnectionsCritical", "pgsteady-postgres", "pgsteady_connections_used_ratio",
          ">=", "connections_critical", "critical",
@@ -128,7 +128,7 @@ RULES: tuple[Rule, ...] = (
          "lock_queue_length", "critical",
          "{{ $value }} sessions queued for a lock on {{ $labels.relation }}",
          "A lock request (often a migration's ACCESS EXCLUSIVE) waits behind a long query and "
-         "every new query on the table queues behind it: the seed-002 outage.",
+         "every new query on the table queues behind it: the migration outage in docs/outages.md.",
          "pgsteady blockers --dsn ... ; end the root blocker with --terminate PID if it is safe",
          by=("relation",)),
     Rule("PgsteadyBlockingRootOld", "pgsteady-postgres", "pgsteady_blocking_root_seconds", ">",
@@ -139,7 +139,8 @@ RULES: tuple[Rule, ...] = (
     Rule("PgsteadyLongTransaction", "pgsteady-postgres", "pgsteady_longest_transaction_seconds",
          ">", "long_transaction_seconds", "warning",
          "{{ $labels.application_name }}: a transaction open for {{ $value | humanizeDuration }}",
-         "Long transactions hold locks and snapshots; nothing stopped seed 002's 7-hour queries.",
+         "Long transactions hold locks and snapshots; nothing stopped the migration outage's"
+         " 7-hour queries.",
          "pgsteady doctor --dsn ... (long-transaction)", by=("application_name",)),
     Rule("PgsteadyIdleInTransaction", "pgsteady-postgres",
          "pgsteady_idle_in_transaction_sessions", ">", "idle_in_transaction_sessions",
@@ -149,13 +150,15 @@ RULES: tuple[Rule, ...] = (
     Rule("PgsteadyXminHorizonOld", "pgsteady-postgres", "pgsteady_xmin_horizon_age_seconds", ">",
          "xmin_horizon_seconds", "warning",
          "vacuum held back for {{ $value | humanizeDuration }}",
-         "An old snapshot keeps vacuum from cleaning up; seed 002's long queries did this for "
-         "eight hours.", "pgsteady doctor --dsn ... (xmin-horizon names the holder)"),
+         "An old snapshot keeps vacuum from cleaning up; the migration outage's "
+         "long queries did this for eight hours.",
+         "pgsteady doctor --dsn ... (xmin-horizon names the holder)"),
     Rule("PgsteadyPgbouncerRefillStuck", "pgsteady-pgbouncer",
          "pgsteady_pgbouncer_refill_stuck_seconds", ">", "pgbouncer_refill_stuck_seconds",
          "critical", "PgBouncer pool {{ $labels.database }}/{{ $labels.user }} stuck refilling",
          "sv_login sits at 1 while clients wait and no server connection is added: the pool "
-         "drain of seed 000.", "pgsteady doctor --pgbouncer ... (pgbouncer-refill-stuck)",
+         "drain outage (docs/outages.md).",
+         "pgsteady doctor --pgbouncer ... (pgbouncer-refill-stuck)",
          by=("database", "user")),
     Rule("PgsteadyPgbouncerNotReadyClosures", "pgsteady-pgbouncer",
          "pgsteady_pgbouncer_not_ready_closures_total", ">", "pgbouncer_not_ready_per_minute",
@@ -176,8 +179,8 @@ RULES: tuple[Rule, ...] = (
          ">=", "restarts", "warning",
          "{{ $labels.namespace }}/{{ $labels.pod }} restarted {{ $value | humanize }} times in "
          "15 m",
-         "Repeated restarts: in seed 002, liveness probes that queried the database killed "
-         "healthy servers, and each restart leaked sessions.",
+         "Repeated restarts: in the migration outage (docs/outages.md), liveness probes that "
+         "queried the database killed healthy servers, and each restart leaked sessions.",
          "kubectl describe pod; make liveness process-only (pgsteady.health)",
          by=("namespace", "pod", "container"), kind="increase", window="15m"),
     Rule("PgsteadySourceDown", "pgsteady-exporter", "pgsteady_up", "==", "source_down",

@@ -72,7 +72,7 @@ def _refill_stuck(snap: BouncerSnapshot) -> list[Finding]:
             "network and PostgreSQL from PgBouncer's host (psql \"host=<server> ...\"), its "
             "max_connections and auth; meanwhile clients pile up until query_wait_timeout. "
             "Keep a warm pool (min_pool_size) and never let deadlines close client "
-            "connections (seed 000)"))
+            "connections (the pool-drain outage, docs/outages.md)"))
     return found
 
 

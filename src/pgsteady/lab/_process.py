@@ -259,6 +259,31 @@ def check_port_free(port: int, what: str) -> None:
                 from None
 
 
+PORT_TRIES = 5
+"""Attempts to start a server on a port picked by :func:`free_port`: on a busy machine another
+process can take the port between our check and the server's bind."""
+
+
+def log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def lost_port_race(proc: subprocess.Popen[bytes], log_path: Path, since: int) -> bool:
+    """Whether ``proc`` exited because its port was taken (read from its log after ``since``)."""
+    if proc.poll() is None:
+        return False
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(since)
+            text = f.read(65536).decode(errors="replace")
+    except OSError:
+        return False
+    return "Address already in use" in text
+
+
 def tail(path: Path, lines: int = 5) -> str:
     """The last lines of a log, for error messages."""
     try:

@@ -16,10 +16,8 @@ import atexit
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -29,10 +27,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgsteady.errors import LabError, UsageError
+from pgsteady.errors import LabError
 from pgsteady.inspect.pgbouncer import LogReader, admin
 from pgsteady.lab import _auth, _process
 from pgsteady.lab._process import Binaries, RunAs
+from pgsteady.lab._workdir import make_workdir as make_workdir  # noqa: PLC0414 - re-exported
+from pgsteady.lab._workdir import remove_tree as remove_tree  # noqa: PLC0414 - re-exported
 from pgsteady.lab.proxy import FaultProxy, ProxyProcess
 from pgsteady.lab.redis_server import RedisServer
 
@@ -72,100 +72,6 @@ def _password_for(passfile: Path) -> str:
     if passfile.exists():
         return _auth.read_passfile(passfile, SUPERUSER)
     return _auth.new_password()
-
-
-_OWNER = "owner.pid"
-_PREFIXES = ("pgsteady-lab-", "pgsteady-test-")
-_SWEEP_LIMIT = 1000
-
-
-def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgsteady-lab-") -> Path:
-    """A fresh private directory the servers' OS user owns; a clear error if we cannot.
-
-    ``base_dir`` must exist: a mistyped ``--dir`` is refused, not created. Directories that
-    killed labs left there (their owner process is gone) are removed first.
-    """
-    base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
-    if not base.is_dir():
-        raise UsageError(f"{base} is not an existing directory; create it first or pass "
-                         f"another --dir")
-    sweep_stale(base)
-    try:
-        path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
-        (path / _OWNER).write_text(_process_identity(os.getpid()) or "")
-    except OSError as exc:
-        raise LabError(f"cannot create the lab directory under {base}: {exc.strerror}; "
-                       f"pass a writable directory (--dir) instead") from None
-    who.chown(path)
-    if who.uid is not None and not _reachable_by(path.parent, who):
-        shutil.rmtree(path, ignore_errors=True)
-        raise LabError(f"{base} is not reachable by OS user {who.user!r}, which runs the "
-                       f"servers; pass a directory it can enter (--dir), e.g. /tmp")
-    return path
-
-
-def remove_tree(path: Path, *, within: float = 3.0) -> None:
-    """Remove ``path``, again until it is gone or ``within`` seconds pass: an initdb that Ctrl-C
-    interrupted leaves its backend writing there for a moment, and one pass would leave a
-    directory without an owner file, which no sweep removes."""
-    give_up = time.monotonic() + within
-    while True:
-        shutil.rmtree(path, ignore_errors=True)
-        if not os.path.lexists(path):
-            return
-        if time.monotonic() >= give_up:
-            log.warning("could not remove %s; remove it by hand", path)
-            return
-        time.sleep(0.05)
-
-
-def _process_identity(pid: int) -> str | None:
-    """``"pid starttime"`` (a pid the kernel reuses gets a new start time); None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
-
-
-def sweep_stale(base: Path) -> list[Path]:
-    """Remove lab directories under ``base`` whose owner process no longer runs (a ``kill -9``
-    leaves them: 40 MB each). Only ours: other users' are not ours to judge, and a
-    directory without an owner file is left alone."""
-    removed: list[Path] = []
-    try:
-        entries = [e for _, e in zip(range(_SWEEP_LIMIT), os.scandir(base), strict=False)]
-    except OSError:
-        return removed
-    for entry in entries:
-        if not entry.name.startswith(_PREFIXES) or not entry.is_dir(follow_symlinks=False):
-            continue
-        owner = Path(entry.path) / _OWNER
-        try:
-            recorded = owner.read_text().strip()
-        except OSError:
-            continue
-        pid = recorded.split()[0] if recorded else ""
-        if not pid.isdigit() or owner.stat().st_uid != os.geteuid():
-            continue
-        if _process_identity(int(pid)) != recorded:
-            shutil.rmtree(entry.path, ignore_errors=True)
-            log.info("removed %s, left by a lab whose process is gone", entry.path)
-            removed.append(Path(entry.path))
-    return removed
-
-
-def _reachable_by(path: Path, who: RunAs) -> bool:
-    """Whether ``who`` may enter every directory from / down to ``path``."""
-    def enterable(part: Path) -> bool:
-        st = part.stat()
-        if st.st_uid == who.uid:
-            return bool(st.st_mode & 0o100)
-        if st.st_gid == who.gid:
-            return bool(st.st_mode & 0o010)
-        return bool(st.st_mode & 0o001)
-
-    return all(enterable(part) for part in [path, *path.parents])
 
 
 class Postgres:
@@ -246,14 +152,27 @@ class Postgres:
             self.initdb()
         if self._fixed_port:
             _process.check_port_free(self._fixed_port, "PostgreSQL")
-        elif not self.port:
-            self.port = _process.free_port()
-        self._write_settings()
-        self._proc = _process.spawn(
-            [str(self.binaries.postgres), "-D", str(self.data_dir)], log_path=self.log_path,
-            who=self.who, death_signal=signal.SIGQUIT, cwd=self.workdir)
-        _process.wait_until(self._accepts, proc=self._proc, timeout=60, what="PostgreSQL",
-                            log_path=self.log_path)
+        picked = not self._fixed_port and not self.port
+        for attempt in range(_process.PORT_TRIES):
+            if picked:
+                self.port = _process.free_port()
+            self._write_settings()
+            since = _process.log_size(self.log_path)
+            self._proc = _process.spawn(
+                [str(self.binaries.postgres), "-D", str(self.data_dir)],
+                log_path=self.log_path, who=self.who, death_signal=signal.SIGQUIT,
+                cwd=self.workdir)
+            try:
+                _process.wait_until(self._accepts, proc=self._proc, timeout=60,
+                                    what="PostgreSQL", log_path=self.log_path)
+            except LabError:
+                if not (picked and attempt + 1 < _process.PORT_TRIES
+                        and _process.lost_port_race(self._proc, self.log_path, since)):
+                    raise
+                log.info("port %d was taken before PostgreSQL bound it; trying another",
+                         self.port)
+            else:
+                break
         return self
 
     def _accepts(self) -> bool:
@@ -381,15 +300,27 @@ class PgBouncer:
     def start(self) -> Self:
         if self._fixed_port:
             _process.check_port_free(self._fixed_port, "PgBouncer")
-        elif not self.port:
-            self.port = _process.free_port()
-        self._write_config()
+        picked = not self._fixed_port and not self.port
         env = {**os.environ, "TZ": "UTC"}  # log timestamps the log reader can place exactly
-        self._proc = _process.spawn(
-            [str(self.binaries.pgbouncer), str(self.ini_path)], log_path=self._stderr_path,
-            who=self.who, death_signal=signal.SIGTERM, cwd=self.workdir, env=env)
-        _process.wait_until(self._accepts, proc=self._proc, timeout=30, what="PgBouncer",
-                            log_path=self._stderr_path)
+        for attempt in range(_process.PORT_TRIES):
+            if picked:
+                self.port = _process.free_port()
+            self._write_config()
+            since = _process.log_size(self._stderr_path)
+            self._proc = _process.spawn(
+                [str(self.binaries.pgbouncer), str(self.ini_path)], log_path=self._stderr_path,
+                who=self.who, death_signal=signal.SIGTERM, cwd=self.workdir, env=env)
+            try:
+                _process.wait_until(self._accepts, proc=self._proc, timeout=30,
+                                    what="PgBouncer", log_path=self._stderr_path)
+            except LabError:
+                if not (picked and attempt + 1 < _process.PORT_TRIES
+                        and _process.lost_port_race(self._proc, self._stderr_path, since)):
+                    raise
+                log.info("port %d was taken before PgBouncer bound it; trying another",
+                         self.port)
+            else:
+                break
         return self
 
     def _accepts(self) -> bool:

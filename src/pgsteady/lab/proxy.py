@@ -299,8 +299,11 @@ class ProxyProcess:
         self._lock = threading.Lock()
 
     def start(self) -> Self:
+        # Its own session: a terminal's Ctrl-C must not reach it (even mid-start-up, before
+        # it can ignore SIGINT); we stop it ourselves, and it dies with us.
         self._proc = popen(self._argv, signal.SIGTERM, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True, bufsize=1)
+                           stdout=subprocess.PIPE, text=True, bufsize=1,
+                           start_new_session=True)
         try:
             self.port = int(self._read(30))
         except BaseException:

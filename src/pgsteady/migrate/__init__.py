@@ -3,11 +3,38 @@
 This module only re-exports; see ``source`` (where migrations come from), ``apply``
 (transactions, timeouts, retries), ``preflight`` (who is in the way), ``analysis`` (what each
 statement locks) and ``testing`` (pytest helpers).
+
+Names are imported on first use, so ``layouts`` and ``lint`` load without psycopg.
 """
 
-from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
-from pgsteady.migrate.apply import Applied, Policy, migrate, plan, run_preflight
-from pgsteady.migrate.source import Migration, load_dir, run_alembic_migrations
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pgsteady.migrate.alembic import run_alembic_migrations
+    from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
+    from pgsteady.migrate.apply import Applied, Policy, migrate, plan, run_preflight
+    from pgsteady.migrate.source import Migration, load_dir
+
+# Where each name lives: imported on first use, so that `pgsteady lint` (which needs
+# none of them) does not pay for psycopg, psycopg_pool or pglast's AST at start-up.
+_SOURCES = {
+    "Applied": "pgsteady.migrate.apply",
+    "LockMode": "pgsteady.migrate.analysis",
+    "Migration": "pgsteady.migrate.source",
+    "Policy": "pgsteady.migrate.apply",
+    "SqlSyntaxError": "pgsteady.migrate.analysis",
+    "StatementInfo": "pgsteady.migrate.analysis",
+    "Target": "pgsteady.migrate.analysis",
+    "analyze": "pgsteady.migrate.analysis",
+    "load_dir": "pgsteady.migrate.source",
+    "migrate": "pgsteady.migrate.apply",
+    "plan": "pgsteady.migrate.apply",
+    "run_alembic_migrations": "pgsteady.migrate.alembic",
+    "run_preflight": "pgsteady.migrate.apply",
+}
 
 __all__ = [
     "Applied",
@@ -24,3 +51,17 @@ __all__ = [
     "run_alembic_migrations",
     "run_preflight",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a re-exported name on first use (PEP 562)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -26,7 +26,7 @@ import random
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,6 +39,7 @@ from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, Usa
 from pgsteady.migrate import history, preflight, queries, status
 from pgsteady.migrate.analysis import StatementInfo, analyze
 from pgsteady.migrate.source import Migration
+from pgsteady.migrate.watch import BlockerWatch, server_pid
 from pgsteady.settings import pg_interval, redact, scrub
 
 log = logging.getLogger("pgsteady.migrate")
@@ -144,6 +145,18 @@ def pg_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+def describe_pg_error(error: BaseException) -> str:
+    """``SQLSTATE message; DETAIL: ...; HINT: ...`` in one line, secrets scrubbed."""
+    sqlstate = getattr(error, "sqlstate", None) or "error"
+    text = f"{sqlstate} {_first_line(error)}"
+    diag = getattr(error, "diag", None)
+    for label, value in (("DETAIL", getattr(diag, "message_detail", None)),
+                         ("HINT", getattr(diag, "message_hint", None))):
+        if value:
+            text += f"; {label}: {scrub(' '.join(value.split()))}"
+    return text
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return scrub(text.splitlines()[0]) if text else type(exc).__name__
@@ -152,18 +165,27 @@ def _first_line(exc: BaseException) -> str:
 def with_lock_retries(
     try_once: Callable[[Attempt], T], policy: Policy, *, what: str,
     name_blockers: Callable[[BaseException], list[preflight.Blocker]] | None = None,
+    failed_try: BaseException | None = None, started: float | None = None,
 ) -> tuple[T, int]:
     """Run ``try_once`` until it gets its locks, within ``policy``'s tries and budget.
 
     ``try_once`` must roll back everything it did when it raises. Only lock failures
     (55P03, 40P01) are retried; anything else propagates at once. Returns (result, tries).
+    ``failed_try``: a first try already made elsewhere (and logged) failed with it; the
+    schedule goes on from the second, and the budget counts from ``started`` (when that
+    first try began), so the clock never restarts.
     """
-    start = time.monotonic()
+    start = time.monotonic() if started is None else started
     deadline = start + policy.retry_budget
-    last: BaseException | None = None
+    last: BaseException | None = failed_try
     blockers: list[preflight.Blocker] = []
     tries = 0
-    for number in range(1, policy.retries + 2):
+    first = 1
+    if failed_try is not None:
+        first = tries = 2
+        time.sleep(max(0.0, min(policy.wait_before(2),
+                                deadline - time.monotonic() - MIN_LOCK_TIMEOUT)))
+    for number in range(first, policy.retries + 2):
         remaining = deadline - time.monotonic()
         if number > 1 and remaining < MIN_LOCK_TIMEOUT:
             break
@@ -404,12 +426,15 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
     with connect(dsn) as conn:
         refuse_transaction_pooler(conn, dsn)  # before the runner lock: it must not leak
         return _migrate(conn, migrations, policy, check_first=check_first,
-                        on_applied=on_applied, baseline_tag=baseline_tag)
+                        on_applied=on_applied, baseline_tag=baseline_tag,
+                        watch_connect=lambda: _watch_connection(dsn))
 
 
 def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], policy: Policy,
              *, check_first: bool, on_applied: Callable[[Applied], None] | None,
-             baseline_tag: str | None) -> list[Applied]:
+             baseline_tag: str | None,
+             watch_connect: Callable[[], psycopg.Connection[Any]] | None = None) \
+        -> list[Applied]:
     done: list[Applied] = []
     with runner_lock(conn, policy.runner_wait):
         backstop(conn, policy)
@@ -427,24 +452,44 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
         with conn.transaction():
             _set(conn, "lock_timeout", policy.lock_timeout, local=True)
             store.ensure(conn)
-        for migration in todo:
-            applied = apply_one(conn, migration, policy, store)
-            done.append(applied)
-            if on_applied is not None:
-                on_applied(applied)
+        watcher = BlockerWatch(watch_connect, server_pid(conn)) if watch_connect else None
+        with watcher or nullcontext():
+            for migration in todo:
+                applied = apply_one(conn, migration, policy, store, watcher=watcher)
+                done.append(applied)
+                if on_applied is not None:
+                    on_applied(applied)
     return done
 
 
+def _watch_connection(dsn: str) -> psycopg.Connection[Any]:
+    """The blocker watch's own session, labelled so an operator can tell it apart."""
+    name = application_name().replace("pgsteady-migrate@", "pgsteady-migrate-watch@", 1)
+    return psycopg.connect(dsn, autocommit=True, application_name=name, connect_timeout=5,
+                           prepare_threshold=None)
+
+
 def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Policy,
-              store: history.Store) -> Applied:
-    """One migration, with lock retries; all of it or nothing of it."""
+              store: history.Store, *, watcher: BlockerWatch | None = None) -> Applied:
+    """One migration, with lock retries; all of it or nothing of it.
+
+    With a ``watcher`` on ``conn``'s backend, a failed try names the sessions seen in its
+    way; without one (or if it saw none), those the analysis predicts."""
     start = time.monotonic()
     step = _transactional if migration.transactional else _autocommit
 
     def try_once(attempt: Attempt) -> None:
-        step(conn, migration, attempt, policy=policy, store=store, start=start)
+        if watcher is None:
+            step(conn, migration, attempt, policy=policy, store=store, start=start)
+            return
+        watcher.take()  # forget what earlier tries saw
+        with watcher.watching():
+            step(conn, migration, attempt, policy=policy, store=store, start=start)
 
     def name_blockers(exc: BaseException) -> list[preflight.Blocker]:
+        seen = watcher.take() if watcher is not None else []
+        if seen:
+            return seen
         statements = [exc.statement] if isinstance(exc, _StatementFailed) else \
             list(migration.statements)
         needs = preflight.resolve(conn, migration, statements)
@@ -496,11 +541,28 @@ def _failure(migration: Migration, exc: _StatementFailed, policy: Policy,
             policy.index_statement_timeout
         why = f"statement_timeout of {limit:g}s reached"
     else:
-        why = f"{cause.sqlstate or 'error'} {_first_line(cause)}"
+        why = describe_pg_error(cause)
     left = "nothing of it was applied" if migration.transactional else \
         invalid_index or "it ran outside a transaction and did not take effect"
-    return MigrationError(f"{exc.where}: {exc.statement.kind} failed: {why}; {left}. Fix the "
+    where = error_position(migration, exc.statement, cause, exc.sent_offset) or exc.where
+    return MigrationError(f"{where}: {exc.statement.kind} failed: {why}; {left}. Fix the "
                           f"migration or the data and run again")
+
+
+def error_position(migration: Migration, statement: StatementInfo, error: psycopg.Error,
+                   sent_offset: int = 0) -> str | None:
+    """PostgreSQL's error position (a character of the text sent, where the statement began
+    at ``sent_offset``) as ``file:line:col``; None without one, or outside the statement."""
+    position = getattr(error.diag, "statement_position", None)
+    if not position or not str(position).isdigit():
+        return None
+    inner = int(position) - sent_offset
+    if not 1 <= inner <= len(statement.sql) + 1:
+        return None
+    before = statement.sql[:inner - 1]
+    lines = before.count("\n")
+    col = statement.col + len(before) if not lines else len(before) - before.rfind("\n")
+    return f"{migration.path}:{statement.line + lines}:{col}"
 
 
 def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None:

@@ -23,6 +23,7 @@ from psycopg import sql
 
 from pgsteady.errors import UsageError
 from pgsteady.migrate import queries
+from pgsteady.settings import default_label
 
 if TYPE_CHECKING:
     from pgsteady.migrate.source import Migration
@@ -225,6 +226,5 @@ def _as_int(tag: str) -> int | None:
 
 
 def _applied_by() -> str:
-    from pgsteady.migrate.apply import application_name  # noqa: PLC0415 - apply imports us
-
-    return application_name()
+    """The runner's label, as ``apply.application_name()`` (not imported: apply imports us)."""
+    return default_label("pgsteady-migrate")[:63]

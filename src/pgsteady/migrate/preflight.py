@@ -1,25 +1,30 @@
 """Before migrating: which live sessions would block the pending statements, by name.
 
-For each pending statement, its relations and the lock it needs come from
-:mod:`~pgsteady.migrate.analysis`; ``pg_locks`` x ``pg_stat_activity`` then gives the sessions
-that hold or wait for a conflicting lock there, open longer than ``min_age`` (a 5 ms read that
-is about to finish is not worth refusing for). ``CREATE INDEX CONCURRENTLY`` also waits for
-every old snapshot in the database, so those sessions count too. The same lookup names the
-blocker after a try that ran into ``lock_timeout``.
+For each pending statement, the relations it locks and the modes come from
+:mod:`~pgsteady.migrate.analysis` and :mod:`~pgsteady.migrate.resolve` (foreign keys' other
+tables, partitions, an index's table); ``pg_locks`` x ``pg_stat_activity`` then gives the
+sessions that hold or wait for a conflicting lock there. A session idle in an open
+transaction holds its locks until it commits, so it is a blocker at any age; an active query
+younger than ``min_age`` (a 5 ms read about to finish) is looked at again once ``min_age``
+has passed instead of being ignored. Each blocking session is listed once: its strongest
+conflicting lock, on the table rather than on one of its indexes. ``CREATE INDEX
+CONCURRENTLY`` also waits for every old snapshot in the database, so those sessions count
+too. The same lookup names the likely blocker after a try that ran into ``lock_timeout``.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgsteady.migrate import queries
+from pgsteady.migrate import resolve as resolving
 from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
@@ -28,6 +33,8 @@ from pgsteady.sqltext import shorten
 log = logging.getLogger("pgsteady.migrate")
 
 QUERY_CHARS = 200
+RESAMPLE_MARGIN = 0.02
+IDLE_IN_TRANSACTION = frozenset({"idle in transaction", "idle in transaction (aborted)"})
 SNAPSHOT_WAITERS = frozenset({"CREATE INDEX CONCURRENTLY", "REINDEX TABLE CONCURRENTLY",
                                "REINDEX INDEX CONCURRENTLY", "DETACH PARTITION CONCURRENTLY"})
 
@@ -63,6 +70,8 @@ class Need:
     lock: LockMode
     where: str  # file:line
     kind: str
+    via: str = ""  # why a relation the statement does not name is locked too
+    is_index: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,12 @@ class Blocker:
         """One line; with ``query_chars``, ends with the start of the session's query."""
         if self.reason == "old snapshot":
             what = "holds a snapshot CREATE INDEX CONCURRENTLY must wait out"
+        elif self.lock_mode is None:  # seen further back in a chain of waiters
+            what = self.reason
         else:
             what = f"{self.reason} {self.lock_mode} on {self.relation}"
+            if self.need is not None and self.need.via:  # a table the statement does not name
+                what += f" ({self.need.via})"
         if self.need is not None:
             what += f"; {self.need.where} {self.need.kind} needs {self.need.lock}"
         query = self.session.query
@@ -98,7 +111,8 @@ class Blocker:
             "query": s.query, "reason": self.reason, "lock_mode": self.lock_mode,
             "relation": self.relation,
             "needed_by": None if self.need is None else {
-                "where": self.need.where, "kind": self.need.kind, "lock": str(self.need.lock)},
+                "where": self.need.where, "kind": self.need.kind, "lock": str(self.need.lock),
+                "via": self.need.via or None},
         }
 
 
@@ -145,26 +159,16 @@ def _session(row: dict[str, Any]) -> Session:
                    shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
 
 
-def _name(conn: psycopg.Connection[Any], target: Target) -> str:
-    parts = (target.schema, target.name) if target.schema else (target.name,)
-    return sql.Identifier(*parts).as_string(conn)
-
-
 def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
-        -> dict[str, dict[str, Any]]:
+        -> dict[str, Any]:
     """Every relation the statements name, resolved in one round trip (300 migrations' worth
-    of names cost one query, not one each)."""
-    names = sorted({_name(conn, t) for s in statements for t in _waits_for(s)})
-    if not names:
-        return {}
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(queries.RESOLVE_RELATIONS, {"names": names}).fetchall()
-    return {row.pop("name"): row for row in rows}
+    of names cost one query, not one each); what :func:`resolve` takes as ``known``."""
+    return resolving.prefetch(conn, [t for s in statements for t in _waits_for(s)])
 
 
 def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
             statements: Iterable[StatementInfo], where: str = "",
-            known: dict[str, dict[str, Any]] | None = None) -> list[Need]:
+            known: dict[str, Any] | None = None) -> list[Need]:
     """The existing relations the statements lock (an index's table too), with modes.
     ``known`` is a :func:`lookup` made beforehand for many migrations at once."""
     needs: list[Need] = []
@@ -173,16 +177,9 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
         known = lookup(conn, statements)
     for statement in statements:
         place = migration.where(statement) if migration is not None else where
-        for target in _waits_for(statement):
-            row = known.get(_name(conn, target))
-            if row is None:  # not there yet (an earlier pending migration creates it)
-                continue
-            oid, _kind, schema, relname, table_oid = row.values()
-            needs.append(Need(oid, f"{schema}.{relname}", target.lock, place,
-                              statement.kind))
-            if table_oid is not None:  # locking an index locks its table as well
-                needs.append(Need(table_oid, f"table of {schema}.{relname}", target.lock,
-                                  place, statement.kind))
+        for locked in resolving.relations(conn, _waits_for(statement), known):
+            needs.append(Need(locked.oid, locked.relation, locked.lock, place, statement.kind,
+                              locked.via, locked.index_of is not None))
     return needs
 
 
@@ -198,14 +195,23 @@ def _waits_for(statement: StatementInfo) -> list[Target]:
 
 def blockers_for(conn: psycopg.Connection[Any], needs: Sequence[Need], *,
                  min_age: float) -> list[Blocker]:
-    """Sessions holding or waiting for a lock that conflicts with one of ``needs``."""
+    """Sessions holding or waiting for a lock that conflicts with one of ``needs``.
+
+    One entry per session; a session idle in a transaction counts at any age, others only
+    once their transaction (or their wait) is ``min_age`` old."""
+    return _lockers(conn, needs, min_age=min_age)[0]
+
+
+def _lockers(conn: psycopg.Connection[Any], needs: Sequence[Need], *,
+             min_age: float) -> tuple[list[Blocker], float]:
+    """(blockers, how long until the youngest conflicting active session is min_age old)."""
     if not needs:
-        return []
+        return [], 0.0
     by_oid: dict[int, list[Need]] = {}
     for need in needs:
         by_oid.setdefault(need.relation_oid, []).append(need)
-    found: list[Blocker] = []
-    seen: set[tuple[int, int]] = set()
+    best: dict[int, tuple[tuple[int, int], Blocker]] = {}
+    young_for = 0.0
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(queries.RELATION_LOCKERS,
                            {"oids": list(by_oid), "query_chars": QUERY_CHARS}).fetchall()
@@ -214,16 +220,23 @@ def blockers_for(conn: psycopg.Connection[Any], needs: Sequence[Need], *,
             held = LockMode.from_pg_name(row["mode"])
         except ValueError:
             continue
-        age = row["xact_age"] if row["granted"] else (row["wait_age"] or row["query_age"])
-        if age is None or age < min_age:
+        conflicting = [n for n in by_oid[row["relation_oid"]] if n.lock.conflicts_with(held)]
+        if not conflicting:
             continue
-        for need in by_oid[row["relation_oid"]]:
-            key = (row["pid"], row["relation_oid"])
-            if need.lock.conflicts_with(held) and key not in seen:
-                seen.add(key)
-                found.append(Blocker(_session(row), "holds" if row["granted"] else "waits for",
-                                     row["mode"], need.relation, need))
-    return found
+        age = row["xact_age"] if row["granted"] else (row["wait_age"] or row["query_age"])
+        idle = row["granted"] and row["state"] in IDLE_IN_TRANSACTION
+        if not idle and (age is None or age < min_age):
+            young_for = max(young_for, min_age - (age or 0.0))
+            continue
+        need = max(conflicting, key=lambda n: n.lock.level)
+        # Prefer the table over its indexes, then the strongest lock held.
+        rank = (0 if need.is_index else 1, held.level)
+        known = best.get(row["pid"])
+        if known is None or rank > known[0]:
+            best[row["pid"]] = (rank, Blocker(
+                _session(row), "holds" if row["granted"] else "waits for", row["mode"],
+                need.relation, need))
+    return [blocker for _, blocker in best.values()], young_for
 
 
 def old_snapshots(conn: psycopg.Connection[Any], *, min_age: float) -> list[Session]:
@@ -239,7 +252,15 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
     report = Report(list(pending))
     known = lookup(conn, [s for m in pending for s in m.statements])
     needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
-    report.blockers += blockers_for(conn, needs, min_age=min_age)
+    blockers, young_for = _lockers(conn, needs, min_age=min_age)
+    if young_for > 0:
+        # Young active queries are not ignored: if they still hold a conflicting lock once
+        # min_age has passed, they are long enough to be in the way. One look more, bounded.
+        time.sleep(min(young_for, min_age) + RESAMPLE_MARGIN)
+        again, _ = _lockers(conn, needs, min_age=min_age)
+        named = {b.session.pid for b in blockers}
+        blockers += [b for b in again if b.session.pid not in named]
+    report.blockers += blockers
     waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:
         migration, statement = waiting[0]

@@ -284,3 +284,160 @@ WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LI
   AND c.relkind IN ('r', 'p', 'i', 'I', 'v', 'm', 'S', 'f')
 ORDER BY 1
 """
+
+
+# --- Lock targets -> existing relations (migrate/resolve.py). Each returns rows of
+# (oid, "schema.name") for the relations reached from %(oid)s (or %(name)s) that way.
+_QUALIFIED = "n.nspname::text || '.' || c.relname::text"
+
+# A relation as written -> its oid, name, kind, whether it has children or is a partition,
+# and for an index the table's oid.
+RESOLVE_TARGET = f"""
+SELECT c.oid::int8, {_QUALIFIED}, c.relkind::text, c.relhassubclass, c.relispartition,
+       i.indrelid::int8
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+WHERE c.oid = to_regclass(%(name)s)
+"""
+
+_REACHED = f"""
+SELECT c.oid::int8, {_QUALIFIED}
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid IN ({{}}) ORDER BY 2
+"""
+
+REACH_QUERIES: dict[str, str] = {
+    "descendants": _REACHED.format("""
+        WITH RECURSIVE tree(oid) AS (
+            SELECT inhrelid FROM pg_inherits WHERE inhparent = %(oid)s
+            UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.oid)
+        SELECT oid FROM tree"""),
+    # Only a partition's parent is locked when it goes; an inheritance child's is not.
+    "parent": _REACHED.format("""
+        SELECT i.inhparent FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid
+        WHERE i.inhrelid = %(oid)s AND p.relispartition"""),
+    # The table of an index, and of each partition of a partitioned index.
+    "index table": _REACHED.format("""
+        WITH RECURSIVE tree(oid) AS (
+            SELECT %(oid)s::oid
+            UNION SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.oid)
+        SELECT indrelid FROM pg_index WHERE indexrelid IN (SELECT oid FROM tree)"""),
+    "default partition": _REACHED.format(
+        "SELECT partdefid FROM pg_partitioned_table WHERE partrelid = %(oid)s"),
+    "sibling default": _REACHED.format("""
+        SELECT p.partdefid FROM pg_partitioned_table p
+        JOIN pg_inherits i ON i.inhparent = p.partrelid WHERE i.inhrelid = %(oid)s"""),
+    # Views (and materialized views) built on %(oid)s (on its column %(column)s, if given),
+    # through views: DROP ... CASCADE.
+    "dependent views": _REACHED.format("""
+        WITH RECURSIVE users(oid) AS (
+            SELECT r.ev_class FROM pg_depend d JOIN pg_rewrite r
+              ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+            WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = %(oid)s
+              AND r.ev_class <> %(oid)s
+              AND (%(column)s::text IS NULL OR d.refobjsubid = (SELECT a.attnum
+                   FROM pg_attribute a WHERE a.attrelid = %(oid)s AND a.attname = %(column)s))
+            UNION
+            SELECT r.ev_class FROM users JOIN pg_depend d
+              ON d.refclassid = 'pg_class'::regclass AND d.refobjid = users.oid
+            JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+            WHERE r.ev_class <> users.oid)
+        SELECT oid FROM users"""),
+    # Foreign keys of %(oid)s, optionally only those on column %(column)s or named
+    # %(constraint)s: the tables they point at.
+    "referenced": _REACHED.format("""
+        SELECT k.confrelid FROM pg_constraint k
+        WHERE k.contype = 'f' AND k.conrelid = %(oid)s
+          AND (%(constraint)s::text IS NULL OR k.conname = %(constraint)s)
+          AND (%(column)s::text IS NULL OR (SELECT a.attnum FROM pg_attribute a
+               WHERE a.attrelid = %(oid)s AND a.attname = %(column)s) = ANY(k.conkey))"""),
+    # Foreign keys pointing at %(oid)s (at column %(column)s, or through the unique index
+    # of constraint %(constraint)s): the tables they are on.
+    "referencing": _REACHED.format("""
+        SELECT k.conrelid FROM pg_constraint k
+        WHERE k.contype = 'f' AND k.confrelid = %(oid)s
+          AND (%(constraint)s::text IS NULL OR k.conindid IN (
+               SELECT u.conindid FROM pg_constraint u
+               WHERE u.conrelid = %(oid)s AND u.conname = %(constraint)s))
+          AND (%(column)s::text IS NULL OR (SELECT a.attnum FROM pg_attribute a
+               WHERE a.attrelid = %(oid)s AND a.attname = %(column)s) = ANY(k.confkey))"""),
+    # What a view or materialized view reads, through nested views.
+    "reads": _REACHED.format("""
+        WITH RECURSIVE reads(oid) AS (
+            SELECT d.refobjid FROM pg_rewrite r JOIN pg_depend d
+              ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+             AND d.refclassid = 'pg_class'::regclass
+            WHERE r.ev_class = %(oid)s AND d.refobjid <> %(oid)s
+            UNION
+            SELECT d.refobjid FROM reads JOIN pg_rewrite r ON r.ev_class = reads.oid
+            JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+             AND d.refclassid = 'pg_class'::regclass AND d.refobjid <> reads.oid)
+        SELECT oid FROM reads"""),
+}
+
+# Reaches that start from a name that is not a relation.
+REACH_BY_NAME: dict[str, str] = {
+    "statistics": _REACHED.format("""
+        SELECT s.stxrelid FROM pg_statistic_ext s
+        WHERE s.stxname = %(name)s AND (CASE WHEN %(schema)s::text IS NULL
+              THEN pg_statistics_obj_is_visible(s.oid)
+              ELSE s.stxnamespace = to_regnamespace(%(schema)s) END)"""),
+    "domain users": _REACHED.format("""
+        SELECT a.attrelid FROM pg_attribute a JOIN pg_class r ON r.oid = a.attrelid
+        WHERE a.atttypid = to_regtype(%(qualified)s) AND NOT a.attisdropped
+          AND r.relkind IN ('r', 'p', 'm')"""),
+    "function users": _REACHED.format("""
+        SELECT t.tgrelid FROM pg_trigger t JOIN pg_proc f ON f.oid = t.tgfoid
+        WHERE f.proname = %(name)s AND (CASE WHEN %(schema)s::text IS NULL
+              THEN pg_function_is_visible(f.oid)
+              ELSE f.pronamespace = to_regnamespace(%(schema)s) END)"""),
+    "schema": _REACHED.format("""
+        SELECT r.oid FROM pg_class r
+        WHERE r.relnamespace = to_regnamespace(%(name)s)
+          AND r.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')"""),
+}
+
+
+# --- The blocker watch (migrate/watch.py): short limits, so it can never hang or queue.
+BACKEND_PID = "SELECT pg_backend_pid()"
+WATCH_SETUP = "SET statement_timeout = '2s'; SET lock_timeout = '100ms'"
+
+# Who blocks backend %(pid)s now, and who blocks them (up to %(depth)s steps); for the
+# direct blockers, the lock they hold (strongest) or wait for on the relation it waits for.
+WATCH_BLOCKERS = f"""
+WITH RECURSIVE chain(pid, blocked_pid, depth) AS (
+    SELECT b, %(pid)s::int, 1 FROM unnest(pg_blocking_pids(%(pid)s::int)) AS b
+    UNION
+    SELECT b, chain.pid, chain.depth + 1
+    FROM chain CROSS JOIN LATERAL unnest(pg_blocking_pids(chain.pid)) AS b
+    WHERE chain.depth < %(depth)s::int
+), wanted AS (
+    SELECT relation FROM pg_locks
+    WHERE pid = %(pid)s::int AND NOT granted AND locktype = 'relation' LIMIT 1
+)
+SELECT DISTINCT ON (a.pid) {_SESSION_COLUMNS}, chain.depth, chain.blocked_pid,
+    (SELECT n.nspname::text || '.' || c.relname::text FROM wanted w
+     JOIN pg_class c ON c.oid = w.relation JOIN pg_namespace n ON n.oid = c.relnamespace)
+        AS relation,
+    (SELECT h.mode FROM pg_locks h
+     WHERE h.pid = a.pid AND h.granted AND h.locktype = 'relation'
+       AND h.relation = (SELECT relation FROM wanted)
+     ORDER BY array_position(ARRAY['AccessExclusiveLock', 'ExclusiveLock',
+         'ShareRowExclusiveLock', 'ShareLock', 'ShareUpdateExclusiveLock', 'RowExclusiveLock',
+         'RowShareLock', 'AccessShareLock'], h.mode::text) LIMIT 1) AS held_mode,
+    (SELECT w.mode FROM pg_locks w
+     WHERE w.pid = a.pid AND NOT w.granted AND w.locktype = 'relation'
+       AND w.relation = (SELECT relation FROM wanted) LIMIT 1) AS waited_mode
+FROM chain JOIN pg_stat_activity a ON a.pid = chain.pid
+ORDER BY a.pid, chain.depth
+"""
+
+# RESOLVE_TARGET for many names (%(names)s, quoted as written) in one round trip.
+RESOLVE_TARGETS = f"""
+SELECT w.name, c.oid::int8, {_QUALIFIED}, c.relkind::text, c.relhassubclass, c.relispartition,
+       i.indrelid::int8
+FROM unnest(%(names)s::text[]) AS w(name)
+JOIN pg_class c ON c.oid = to_regclass(w.name)
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
+"""

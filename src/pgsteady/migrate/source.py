@@ -10,8 +10,7 @@ Its header (the comment lines before the first statement) may carry directives::
 failure can never leave half of it applied. Every problem is reported as ``file:line: what is
 wrong; how to fix it`` before a single statement is sent.
 
-The Alembic adapter (:func:`run_alembic_migrations`) gives an Alembic project the same
-safety: it is called from ``env.py`` instead of ``context.run_migrations()``.
+Alembic projects get the same safety from :mod:`pgsteady.migrate.alembic`.
 """
 
 from __future__ import annotations
@@ -19,22 +18,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pglast.parser import ParseError, fingerprint
 
 from pgsteady import sqltext
-from pgsteady.errors import BadMigration, MigrationError, PgsteadyError
-from pgsteady.migrate import layouts, queries
+from pgsteady.errors import BadMigration
+from pgsteady.migrate import layouts
 from pgsteady.migrate.analysis import SqlSyntaxError, StatementInfo, analyze
-from pgsteady.settings import pg_interval, scrub
-
-if TYPE_CHECKING:
-    from pgsteady.migrate.apply import Policy
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -248,121 +241,3 @@ def _alone_hint(layout: str) -> str:
         return "put it in its own script with executeInTransaction=false in <script>.conf"
     return f"{_TOOL_NAMES.get(layout, layout)} runs it outside a transaction only when it " \
            f"is alone in its file; move it to a migration of its own"
-
-
-def run_alembic_migrations(
-    context: Any, connection: Any, *, policy: Policy | None = None, **configure: Any,
-) -> None:
-    """Run pending Alembic revisions one transaction each, with timeouts and lock retries.
-
-    Call it from ``env.py`` in place of ``context.configure(...)``,
-    ``context.begin_transaction()`` and ``context.run_migrations()``::
-
-        with engine.connect() as connection:
-            run_alembic_migrations(context, connection, target_metadata=target_metadata)
-
-    ``connection`` is a SQLAlchemy connection over psycopg 3 (``postgresql+psycopg://``);
-    extra keywords go to ``context.configure``. Each revision runs in its own transaction
-    with ``SET LOCAL lock_timeout`` / ``statement_timeout``; the ``alembic_version`` update
-    commits with it; a revision that cannot get its locks is rolled back and retried with
-    :class:`~pgsteady.migrate.apply.Policy`'s schedule. A failure is raised as Alembic's
-    ``CommandError`` (one ``FAILED:`` line from the alembic CLI) with the pgsteady error as
-    ``__cause__``. Offline (``--sql``) mode passes through unchanged; revisions that use
-    ``autocommit_block()`` are not supported.
-    """
-    from pgsteady.migrate import apply  # noqa: PLC0415 - apply imports source
-
-    policy = policy or apply.Policy()
-    # env.py sees ``alembic.context``, a module proxying the EnvironmentContext; we need the
-    # object itself for its options (``fn``: the steps the command wants) and its script.
-    context = getattr(context, "_proxy", None) or context
-    if context.is_offline_mode():  # --sql: nothing to lock or retry, plain Alembic
-        context.configure(connection=connection, **configure)
-        with context.begin_transaction():
-            context.run_migrations()
-        return
-    produce_steps = context.context_opts.get("fn")
-    if produce_steps is None:
-        raise BadMigration("env.py: run_alembic_migrations() must run inside an Alembic command "
-                           "(alembic upgrade ...); call it from run_migrations_online()")
-    session = {"application_name": apply.application_name(),  # backstops, like migrate's
-               "lock_timeout": pg_interval(policy.lock_timeout),
-               "statement_timeout": pg_interval(policy.statement_timeout)}
-    for name, value in session.items():
-        connection.exec_driver_sql(queries.SET_SESSION, {"name": name, "value": value})
-    connection.commit()
-    # A second session holds the runner lock and looks up blockers: the migration's own
-    # session is inside a failed transaction exactly when a blocker needs naming.
-    side = connection.engine.raw_connection()
-    side_conn = side.driver_connection
-    side_conn.autocommit = True
-    try:
-        side_conn.execute(queries.SET_SESSION, {"name": "application_name",
-                                                "value": session["application_name"]})
-        apply.backstop(side_conn, policy)
-        with apply.runner_lock(side_conn, policy.runner_wait):
-            bound = sum(1 for _ in context.script.walk_revisions()) + 1
-            for _ in range(bound):  # one revision per round; never more rounds than revisions
-                step = _next_alembic_step(context, connection, produce_steps, configure)
-                if step is None:
-                    return
-                _apply_alembic_step(context, connection, step, produce_steps=produce_steps,
-                                    configure=configure, policy=policy, side_conn=side_conn)
-    except PgsteadyError as exc:
-        # Alembic's own convention: a CommandError is printed as one line, no traceback.
-        # The pgsteady error (MigrationBlocked, MigrationError) stays as __cause__.
-        from alembic.util import CommandError  # noqa: PLC0415 - alembic is optional
-
-        raise CommandError(str(exc)) from exc
-    finally:
-        side.detach()
-        side.close()
-
-
-def _next_alembic_step(context: Any, connection: Any, produce_steps: Any,
-                       configure: dict[str, Any]) -> Any:
-    """The first revision step Alembic would run now, or None when up to date."""
-    with connection.begin():
-        context.configure(connection=connection, fn=produce_steps, **configure)
-        migration_context = context.get_context()
-        heads = migration_context.get_current_heads()
-        return next(iter(produce_steps(heads, migration_context)), None)
-
-
-def _apply_alembic_step(context: Any, connection: Any, step: Any, *, produce_steps: Any,
-                        configure: dict[str, Any], policy: Policy, side_conn: Any) -> None:
-    from pgsteady.migrate import apply, preflight  # noqa: PLC0415 - apply imports source
-
-    label = f"alembic {step.short_log}"
-
-    def only_first(heads: Any, migration_context: Any) -> list[Any]:
-        return list(produce_steps(heads, migration_context))[:1]
-
-    def try_once(attempt: apply.Attempt) -> None:
-        with connection.begin():  # commits with the alembic_version update, or rolls back
-            for name, seconds in (("lock_timeout", attempt.lock_timeout),
-                                  ("statement_timeout", policy.statement_timeout)):
-                connection.exec_driver_sql(queries.SET_LOCAL,
-                                           {"name": name, "value": pg_interval(seconds)})
-            context.configure(connection=connection, fn=only_first, **configure)
-            context.run_migrations()
-
-    def name_blockers(exc: BaseException) -> list[preflight.Blocker]:
-        statements = apply.statements_of(getattr(exc, "statement", None))
-        needs = preflight.resolve(side_conn, None, statements, where=label)
-        return preflight.blockers_for(side_conn, needs, min_age=0.0)
-
-    start = time.monotonic()
-    try:
-        _, tries = apply.with_lock_retries(try_once, policy, what=label,
-                                           name_blockers=name_blockers)
-    except MigrationError:
-        raise
-    except Exception as exc:
-        error = apply.pg_error(exc)
-        if error is None:
-            raise
-        raise MigrationError(f"{label} failed: {getattr(error, 'sqlstate', None) or 'error'} "
-                             f"{scrub(str(error).strip().splitlines()[0])}; nothing of it was "
-                             f"applied. Fix the revision and run again") from exc
-    log.info("applied %s in %.0f ms (%d tries)", label, (time.monotonic() - start) * 1000, tries)

@@ -70,6 +70,10 @@ polyline.line-bad{fill:none;stroke:var(--bad);stroke-width:2;stroke-dasharray:2 
 rect.band,.key.band{fill:var(--band);background:var(--band)}
 rect.band2,.key.band2{fill:var(--band2);background:var(--band2);opacity:.8}
 line.marker{stroke:var(--warn);stroke-width:1.5;stroke-dasharray:3 3}
+line.marker-bad{stroke:var(--bad);stroke-width:2}
+.key.marker-bad{border-left:.2rem solid var(--bad);width:.2rem}
+polyline.line-warn{fill:none;stroke:var(--warn);stroke-width:2;stroke-dasharray:6 2}
+.key.line-warn{border-top:.2rem dashed var(--warn);height:0}
 .key.marker{border-left:.2rem dashed var(--warn);width:.2rem}
 line.level{stroke:var(--purple);stroke-width:1.5;stroke-dasharray:6 4}
 .key.level{border-top:.2rem dashed var(--purple);height:0}

@@ -272,14 +272,16 @@ def _lock_queue_charts(result: Result, run: dict[str, Any], chart_id: str) -> st
         lines=[svg.Series("sessions", [float(r.get("sessions") or 0) for r in rows], "line"),
                svg.Series("queued on a lock", [float(r.get("queued_on_lock") or 0)
                                                for r in rows], "line-bad")])
+    if any("left_behind" in r for r in rows):
+        sessions.lines.append(svg.Series("left behind by killed replicas",
+                                         [float(r.get("left_behind") or 0) for r in rows],
+                                         "line-warn"))
     if config.get("max_connections"):
-        sessions.levels.append(svg.Level(f"max_connections {config['max_connections']}",
-                                         float(config["max_connections"])))
-    bands = []
-    start = float(config.get("long_query_at", 2.0))
-    if config.get("long_query_for"):
-        bands.append(svg.Band("the long log query", start,
-                              min(start + float(config["long_query_for"]), len(rows)), "band"))
+        usable = int(config["max_connections"]) - int(config.get("reserved_connections") or 0)
+        sessions.levels.append(svg.Level(f"connection slots the apps may use ({usable})",
+                                         float(usable)))
+    bands = [svg.Band("a long log query", float(start), float(end), "band")
+             for start, end in _long_queries(run, config, len(rows))]
     migration = run.get("migration") or {}
     if config.get("deploy_at") is not None:
         end = migration.get("applied_at_s")
@@ -287,16 +289,15 @@ def _lock_queue_charts(result: Result, run: dict[str, Any], chart_id: str) -> st
                                                   else "(never applied)"),
                               float(config["deploy_at"]),
                               float(end) if end is not None else float(len(rows)), "band2"))
-    restarts = []
-    previous = 0.0
-    for r in rows:
-        now = float(r.get("restarts") or 0)
-        if now > previous:
-            restarts.append(svg.Marker("replica restarted", float(r.get("t", 0)), "marker"))
-        previous = now
+    restarts = [svg.Marker("replica restarted", float(at), "marker")
+                for at in _restart_times(run)]
+    refused = [svg.Marker(f"{r.get('refused')} connections refused (no slot)",
+                          float(r.get("t", 0)) + 0.5, "marker-bad")
+               for r in rows if r.get("refused")]
     for chart in (requests, sessions):
         chart.bands.extend(bands)
         chart.markers.extend(restarts)
+    sessions.markers.extend(refused)
     mig = ("applied at {:.1f} s".format(float(migration["applied_at_s"]))
            if migration.get("applied_at_s") is not None else "never applied")
     caption = (f"<strong>{escape(str(run.get('strategy')))}</strong>: {badge(verdict)}. "
@@ -304,15 +305,42 @@ def _lock_queue_charts(result: Result, run: dict[str, Any], chart_id: str) -> st
                f"{'exhausted' if run.get('connections_exhausted') else 'never exhausted'}; "
                f"migration {mig} after {_num(migration.get('tries'))} tries"
                f"{', its blocker named' if migration.get('blocker_named') else ''}.")
-    keys = ("t", "ok", "failed", "p99_ms", "sessions", "queued_on_lock", "lock_queue_orgs",
-            "restarts", "replicas_ready")
-    data = table(keys, ([_num(_by_class(r, k)) if k in ("ok", "failed") else _num(r.get(k))
+    keys = ("t", "ok", "failed", "timed_out", "p99_ms", "sessions", "queued_on_lock",
+            "lock_queue_orgs", "left_behind", "refused", "restarts", "replicas_ready")
+    data = table(keys, ([_num(_by_class(r, k)) if k in ("ok", "failed", "timed_out")
+                         else _num(r.get(k))
                          for k in keys] for r in rows), numeric_from=0)
     return (figure(svg.render_time_chart(requests, f"{chart_id}-req"), requests.legend(),
                    caption, data)
             + figure(svg.render_time_chart(sessions, f"{chart_id}-ses"), sessions.legend(),
                      f"Sessions on the server for <strong>{escape(str(run.get('strategy')))}"
                      "</strong>, against the connection limit.", ""))
+
+
+def _long_queries(run: dict[str, Any], config: dict[str, Any],
+                  seconds: int) -> list[tuple[float, float]]:
+    """The long queries' spans: the run's own record, else the configured starts."""
+    spans = run.get("long_queries")
+    if isinstance(spans, list) and spans:
+        return [(float(a), float(b)) for a, b in spans]
+    starts = config.get("long_query_at", [])
+    length = float(config.get("long_query_for") or 0)
+    starts = starts if isinstance(starts, list) else [starts]
+    return [(float(a), min(float(a) + length, seconds)) for a in starts] if length else []
+
+
+def _restart_times(run: dict[str, Any]) -> list[float]:
+    """When replicas were restarted: the run's own record, else where the count went up."""
+    times = run.get("restart_times")
+    if isinstance(times, list):
+        return [float(t) for t in times]
+    found, previous = [], 0.0
+    for r in run.get("per_second", []):
+        now = float(r.get("restarts") or 0)
+        if now > previous:
+            found.append(float(r.get("t", 0)))
+        previous = now
+    return found
 
 
 def lock_queue(result: Result, anchor: str) -> str:

@@ -1,5 +1,6 @@
-"""A discrete-event model of PgBouncer's pool drain (seed 000): checked against the lab,
-fast enough to map where pools collapse for thousands of clients and several poolers."""
+"""A discrete-event model of PgBouncer's pool drain (docs/outages.md, part 1): checked
+against the lab, fast enough to map where pools collapse for thousands of clients and several
+poolers."""
 
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.run import run_model, simulate

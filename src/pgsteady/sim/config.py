@@ -1,4 +1,4 @@
-"""The model's knobs: the lab's, with the same names and defaults (the seed's setting), plus
+"""The model's knobs: the lab's, with the same names and defaults (the outage's setting), plus
 what only a model can vary (several poolers, max_connections, random stalls, a seed).
 
 Every knob is checked here, once, so a bad one is one line naming it (the CLI exits 2).

@@ -1,4 +1,5 @@
-"""PgBouncer's pool in transaction mode, as seed 000 and PgBouncer's code describe it.
+"""PgBouncer's pool in transaction mode, as the pool-drain outage (docs/outages.md) and
+PgBouncer's code describe it.
 
 - At most ``pool_size`` server connections; ``min_pool_size`` kept open.
 - One server connection attempt at a time per pool ("Allow only a single connection attempt

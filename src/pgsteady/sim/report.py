@@ -111,7 +111,11 @@ def write_phase_map(phase: PhaseMap, out: Path, marked: SimConfig | None = None)
                      f"blue star: the base setting)\n"
                      f"{b.workers} workers +{b.burst_workers} from {b.burst_start:g}-"
                      f"{b.burst_end:g} s, {b.query_time * 1000:g} ms queries, "
-                     f"{b.deadline * 1000:g} ms deadline, {b.poolers} pooler(s)", fontsize=8)
+                     f"{b.deadline * 1000:g} ms deadline, {b.poolers} pooler(s)"
+                     + (f", stalls {b.stall_rate:g}/s of {b.stall_mean * 1000:g} ms on average"
+                        if b.stall_rate else "")
+                     + (f", a {b.stall * 1000:g} ms stall at {b.stall_at:g} s"
+                        if b.stall else ""), fontsize=8)
         fig.colorbar(image, ax=ax, label="P(collapse)")
         fig.tight_layout()
         path = out / f"phase-map-{strategy}.png"

@@ -25,7 +25,7 @@ log = logging.getLogger("pgsteady.sim")
 SCHEMA_VERSION = 1
 VERDICT_AGREEMENT = 0.90   # share of cells whose verdicts must agree
 ANSWERED_TOLERANCE = 0.10  # answered/s, per third, where both hold
-STALL = 0.1                # the seed's pool-20 finding: a 100 ms stall during the burst
+STALL = 0.1                # the pool-20 finding: a 100 ms stall during the burst
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Grid:
 
 FULL = Grid(pool_sizes=(2, 4, 20), latencies=(0.010, 0.050), strategies=("naive", "steady"),
             runs=3, duration=9.0, burst=(30, 3.0, 6.0), stall_at=4.0, ceiling_duration=5.0)
-QUICK = Grid(pool_sizes=(4,), latencies=(0.050,), strategies=("naive", "steady"), runs=1,
+QUICK = Grid(pool_sizes=(2, 4), latencies=(0.050,), strategies=("naive", "steady"), runs=1,
              duration=6.0, burst=(30, 2.0, 4.0), stall_at=3.0, ceiling_duration=2.0)
 
 

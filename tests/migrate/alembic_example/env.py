@@ -13,8 +13,8 @@ import os
 from alembic import context
 from sqlalchemy import create_engine, pool
 
+from pgsteady.migrate.alembic import run_alembic_migrations
 from pgsteady.migrate.apply import Policy
-from pgsteady.migrate.source import run_alembic_migrations
 
 config = context.config
 

@@ -1,15 +1,30 @@
-"""``pgsteady lint``: a migration linter on pglast (rules/ one module each, engine, output)."""
+"""``pgsteady lint``: a migration linter on pglast (rules/ one module each, engine, output).
 
-from pgsteady.migrate.lint.config import LintConfig, load_config
-from pgsteady.migrate.lint.engine import (
-    FileReport,
-    Finding,
-    Linter,
-    LintReport,
-    SyntaxProblem,
-    lint_paths,
-)
-from pgsteady.migrate.lint.rules import all_rules
+Names are imported on first use: a warm cache run renders its report without the parser.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pgsteady.migrate.lint.config import LintConfig, load_config
+    from pgsteady.migrate.lint.engine import Linter, lint_paths
+    from pgsteady.migrate.lint.report import FileReport, Finding, LintReport, SyntaxProblem
+    from pgsteady.migrate.lint.rules import all_rules
+
+_SOURCES = {
+    "FileReport": "pgsteady.migrate.lint.report",
+    "Finding": "pgsteady.migrate.lint.report",
+    "LintConfig": "pgsteady.migrate.lint.config",
+    "LintReport": "pgsteady.migrate.lint.report",
+    "Linter": "pgsteady.migrate.lint.engine",
+    "SyntaxProblem": "pgsteady.migrate.lint.report",
+    "all_rules": "pgsteady.migrate.lint.rules",
+    "lint_paths": "pgsteady.migrate.lint.engine",
+    "load_config": "pgsteady.migrate.lint.config",
+}
 
 __all__ = [
     "FileReport",
@@ -22,3 +37,17 @@ __all__ = [
     "lint_paths",
     "load_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a re-exported name on first use (PEP 562)."""
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

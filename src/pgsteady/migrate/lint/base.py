@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pgsteady.migrate.lint.schema import Key, Schema
 
 Node = dict[str, Any]
 
@@ -24,13 +26,15 @@ DEFAULT_PG_VERSION = 14
 class Hit:
     """One problem a rule found in a statement.
 
-    ``location`` is a byte offset into the file (the ``location`` of a node); ``None`` means
-    the statement's first word. ``table`` names the relation whose size makes it worse.
+    ``location`` is a node's ``location`` (the engine maps it to the file); ``None`` means the
+    statement's first word. ``table`` names the relation whose size makes it worse.
+    ``severity`` overrides the rule's (a "may rewrite" when the old type is unknown).
     """
 
     detail: str = ""
     location: int | None = None
     table: tuple[str | None, str] | None = None
+    severity: Literal["error", "warning"] | None = None
 
 
 @dataclass
@@ -43,22 +47,24 @@ class Context:
     transaction_depth: int = 0
     lock_timeout_set: bool = False
     statement_timeout_set: bool = False
-    # Tables created earlier in this file: nobody else can be using them yet.
-    created_tables: set[str] = field(default_factory=set)
+    # The schema replayed so far: tables (new ones too), columns and their types, views.
+    schema: Schema = field(default_factory=Schema)
+    # True while the statements of a DO block are checked: one statement, one transaction.
+    in_do_block: bool = False
     # CHECK constraints added NOT VALID, by name -> (table, column they prove NOT NULL).
-    pending_not_null_checks: dict[str, tuple[str, str]] = field(default_factory=dict)
+    pending_not_null_checks: dict[str, tuple[Key, str]] = field(default_factory=dict)
     # Constraints added NOT VALID in the transaction still open (validating them there keeps
     # the ADD's ACCESS EXCLUSIVE lock for the whole scan).
     not_valid_in_transaction: set[str] = field(default_factory=set)
     # Existing tables the open transaction holds ACCESS EXCLUSIVE on (by an ALTER TABLE).
-    altered_in_transaction: set[str] = field(default_factory=set)
-    # Tables the open transaction's foreign keys reference (each gets SHARE ROW EXCLUSIVE).
-    fk_targets_in_transaction: set[str] = field(default_factory=set)
+    altered_in_transaction: set[Key] = field(default_factory=set)
+    # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
+    fk_targets_in_transaction: set[Key] = field(default_factory=set)
     # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
-    proven_not_null: set[tuple[str, str]] = field(default_factory=set)
+    proven_not_null: set[tuple[Key, str]] = field(default_factory=set)
     # Tables with a VALIDATE CONSTRAINT of a constraint added in an earlier migration: it is
     # most likely the CHECK (col IS NOT NULL) a following SET NOT NULL relies on.
-    validated_elsewhere: set[str] = field(default_factory=set)
+    validated_elsewhere: set[Key] = field(default_factory=set)
     # Byte offset of the BEGIN that opened the current explicit transaction.
     open_transaction_at: int | None = None
     # Once-per-file rules remember here that they have spoken.
@@ -66,11 +72,15 @@ class Context:
 
     @property
     def in_transaction(self) -> bool:
-        return self.assume_in_transaction or self.transaction_depth > 0
+        return self.assume_in_transaction or self.transaction_depth > 0 or self.in_do_block
 
     def is_new_table(self, relation: Node | None) -> bool:
-        """True if ``relation`` (a RangeVar) was created earlier in this file."""
-        return relation is not None and table_key(relation) in self.created_tables
+        """True if ``relation`` (a RangeVar) was created in the change being checked."""
+        return self.schema.is_new(relation)
+
+    def key(self, relation: Node) -> Key:
+        """A RangeVar as (schema, name), resolved on the search_path the file set."""
+        return self.schema.key(relation)
 
 
 Check = Callable[[str, Node, Context], Iterable[Hit]]
@@ -95,6 +105,7 @@ class Rule:
     size_aware: bool
     default_enabled: bool
     module: str
+    severity: Literal["error", "warning"] = "error"
 
 
 def unwrap(node: Node) -> tuple[str, Node]:
@@ -137,11 +148,6 @@ def qualified(relation: Node) -> str:
     return f"{schema}.{relation['relname']}" if schema else str(relation["relname"])
 
 
-def table_key(relation: Node) -> str:
-    """How the context remembers a table: its bare name (schemas rarely differ in one file)."""
-    return str(relation.get("relname", "")).lower()
-
-
 def table_ref(relation: Node | None) -> tuple[str | None, str] | None:
     """(schema, name) of a RangeVar, for the size lookup."""
     if not relation:
@@ -149,27 +155,41 @@ def table_ref(relation: Node | None) -> tuple[str | None, str] | None:
     return relation.get("schemaname"), str(relation["relname"])
 
 
-def alter_commands(stmt: Node) -> Iterator[tuple[str, Node]]:
+# Helpers that several rules call on the same statement keep their answer in the statement's
+# dict, under a key no parser field has, as a tuple (``walk`` does not descend into tuples).
+_CMDS = "\x00cmds"
+_COLUMNS = "\x00columns"
+_FK = "\x00fk"
+_TYPED = "\x00typed"
+
+
+def alter_commands(stmt: Node) -> tuple[tuple[str, Node], ...]:
     """Each ALTER TABLE subcommand as (subtype, command); ALTER INDEX etc. are skipped."""
-    if stmt.get("objtype") != "OBJECT_TABLE":
-        return
-    for item in stmt.get("cmds") or ():
-        cmd = item.get("AlterTableCmd")
-        if cmd is not None:
-            yield cmd.get("subtype", ""), cmd
+    found: tuple[tuple[str, Node], ...] | None = stmt.get(_CMDS)
+    if found is None:
+        found = ()
+        if stmt.get("objtype") == "OBJECT_TABLE":
+            found = tuple((cmd.get("subtype", ""), cmd) for item in stmt.get("cmds") or ()
+                          if (cmd := item.get("AlterTableCmd")) is not None)
+        stmt[_CMDS] = found
+    return found
 
 
-def column_defs(stmt_type: str, stmt: Node) -> Iterator[Node]:
+def column_defs(stmt_type: str, stmt: Node) -> tuple[Node, ...]:
     """Column definitions a CREATE TABLE or ALTER TABLE ... ADD COLUMN introduces."""
-    if stmt_type == "CreateStmt":
-        for element in stmt.get("tableElts") or ():
-            if "ColumnDef" in element:
-                yield element["ColumnDef"]
-    elif stmt_type == "AlterTableStmt":
-        for subtype, cmd in alter_commands(stmt):
-            definition = cmd.get("def") or {}
-            if subtype == "AT_AddColumn" and "ColumnDef" in definition:
-                yield definition["ColumnDef"]
+    found: tuple[Node, ...] | None = stmt.get(_COLUMNS)
+    if found is None:
+        if stmt_type == "CreateStmt":
+            found = tuple(element["ColumnDef"] for element in stmt.get("tableElts") or ()
+                          if "ColumnDef" in element)
+        elif stmt_type == "AlterTableStmt":
+            found = tuple(definition["ColumnDef"] for subtype, cmd in alter_commands(stmt)
+                          if subtype == "AT_AddColumn"
+                          and "ColumnDef" in (definition := cmd.get("def") or {}))
+        else:
+            found = ()
+        stmt[_COLUMNS] = found
+    return found
 
 
 def constraints(column: Node) -> Iterator[Node]:
@@ -184,28 +204,35 @@ def option_names(options: Iterable[Node] | None) -> set[str]:
     return {str(o["DefElem"].get("defname", "")).lower() for o in options or () if "DefElem" in o}
 
 
-def typed_columns(kind: str, stmt: Node) -> Iterator[tuple[str, Node, int | None]]:
+def typed_columns(kind: str, stmt: Node) -> tuple[tuple[str, Node, int | None], ...]:
     """(column, TypeName, location) for every column type a statement writes down.
 
     Covers CREATE TABLE columns, ALTER TABLE ... ADD COLUMN and ALTER COLUMN ... TYPE.
     """
+    found: tuple[tuple[str, Node, int | None], ...] | None = stmt.get(_TYPED)
+    if found is not None:
+        return found
+    typed = []
     for column in column_defs(kind, stmt):
         type_node = column.get("typeName")
         if type_node:
-            yield str(column.get("colname", "")), type_node, type_node.get("location")
+            typed.append((str(column.get("colname", "")), type_node, type_node.get("location")))
     if kind == "AlterTableStmt":
         for subtype, cmd in alter_commands(stmt):
             if subtype == "AT_AlterColumnType":
                 type_node = (cmd.get("def") or {}).get("ColumnDef", {}).get("typeName")
                 if type_node:
-                    yield str(cmd.get("name", "")), type_node, type_node.get("location")
+                    typed.append((str(cmd.get("name", "")), type_node,
+                                  type_node.get("location")))
+    stmt[_TYPED] = found = tuple(typed)
+    return found
 
 
 def walk(node: Any) -> Iterator[tuple[str, Node]]:
     """Every ``(type, body)`` wrapped node under ``node``, depth first."""
     if isinstance(node, dict):
         for key, value in node.items():
-            if isinstance(value, dict):
+            if isinstance(value, dict):  # (memo keys hold tuples: never walked)
                 if key[:1].isupper():
                     yield key, value
                 yield from walk(value)
@@ -244,8 +271,15 @@ def takes_blocking_lock(kind: str, stmt: Node) -> bool:
     return True
 
 
-def foreign_key_targets(kind: str, stmt: Node) -> list[str]:
-    """Tables a CREATE TABLE or ALTER TABLE's new foreign keys reference (bare names)."""
+def foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
+    """Tables (RangeVars) a CREATE TABLE or ALTER TABLE's new foreign keys reference."""
+    targets: tuple[Node, ...] | None = stmt.get(_FK)
+    if targets is None:
+        targets = stmt[_FK] = _foreign_key_targets(kind, stmt)
+    return targets
+
+
+def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     found: list[Node] = []
     if kind == "CreateStmt":
         for element in stmt.get("tableElts") or ():
@@ -260,5 +294,5 @@ def foreign_key_targets(kind: str, stmt: Node) -> list[str]:
                 found.append(definition["Constraint"])
             elif subtype == "AT_AddColumn" and "ColumnDef" in definition:
                 found.extend(constraints(definition["ColumnDef"]))
-    return [table_key(c["pktable"]) for c in found
-            if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable")]
+    return tuple(c["pktable"] for c in found
+                 if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable"))

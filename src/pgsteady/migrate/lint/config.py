@@ -13,6 +13,9 @@ Every key is optional::
                                       # pgsteady migrate does unless the file's header says
                                       # -- pgsteady: no-transaction (psql, Flyway: false)
     large_table = 1000000             # rows; with --dsn, bigger tables turn warnings to errors
+    runner = "auto"                   # how files are run: pgsteady, prisma, goose, golang-migrate,
+                                      # dbmate, flyway, sqitch, alembic-sql, plain, or auto
+                                      # (detected from the folder's layout)
 
 The defaults describe files run by ``pgsteady migrate``. An unknown key or rule id is a usage
 error (exit 2): a typo must not silently turn a rule off.
@@ -20,15 +23,13 @@ error (exit 2): a typo must not silently turn a rule off.
 
 from __future__ import annotations
 
-import difflib
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pgsteady.errors import UsageError
+from pgsteady._errors_root import UsageError
 from pgsteady.migrate.lint.base import DEFAULT_PG_VERSION
 
 #: Rows from which, with a database to ask, a table counts as large.
@@ -46,9 +47,11 @@ class LintConfig:
     disable: frozenset[str] = frozenset()
     enable: frozenset[str] = frozenset()
     warn: frozenset[str] = frozenset()
-    assume_runner_timeouts: bool = True
-    assume_in_transaction: bool = True
+    # None: as the runner profile says (pgsteady migrate: both true).
+    assume_runner_timeouts: bool | None = None
+    assume_in_transaction: bool | None = None
     large_table: int = DEFAULT_LARGE_TABLE
+    runner: str = "auto"
     source: str | None = field(default=None, compare=False)
 
     def with_overrides(self, **changes: Any) -> LintConfig:
@@ -83,6 +86,8 @@ def load_config(path: Path | None = None, start: Path | None = None) -> LintConf
         path = find_pyproject(start or Path.cwd())
         if path is None:
             return LintConfig()
+    import tomllib  # noqa: PLC0415 -- only when there is a file to read
+
     try:
         with path.open("rb") as f:
             document = tomllib.load(f)
@@ -99,7 +104,7 @@ def load_config(path: Path | None = None, start: Path | None = None) -> LintConf
 def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConfig:
     """Build a config from a TOML table, refusing unknown keys and wrong types."""
     known = {"paths", "pg_version", "disable", "enable", "warn", "assume_runner_timeouts",
-             "assume_in_transaction", "large_table"}
+             "assume_in_transaction", "large_table", "runner"}
     unknown = sorted(set(section) - known)
     if unknown:
         raise UsageError(f"{source}: unknown key(s) in [tool.pgsteady.lint]: "
@@ -118,6 +123,10 @@ def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConf
             values[key] = section[key]
     if "pg_version" in section:
         values["pg_version"] = parse_pg_version(section["pg_version"], source)
+    if "runner" in section:
+        if not isinstance(section["runner"], str):
+            raise UsageError(f"{source}: runner must be a string such as \"prisma\"")
+        values["runner"] = section["runner"]
     if "large_table" in section:
         try:
             values["large_table"] = parse_rows(section["large_table"])
@@ -140,6 +149,8 @@ def check_rule_ids(ids: Iterable[str], known: Iterable[str], where: str) -> None
     known_set = set(known)
     for rule_id in ids:
         if rule_id not in known_set:
+            import difflib  # noqa: PLC0415 -- only to phrase this error
+
             close = difflib.get_close_matches(rule_id, sorted(known_set), n=1)
             hint = f"; did you mean {close[0]}?" if close else "; see pgsteady lint --list-rules"
             raise UsageError(f"{where}: no rule named {rule_id!r}{hint}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from pgsteady.errors import UsageError
+from pgsteady._errors_root import UsageError
 from pgsteady.migrate.lint.base import Rule
 from pgsteady.migrate.lint.config import check_rule_ids
 from pgsteady.migrate.lint.rules import all_rules

@@ -1,110 +1,52 @@
 """Parse each file once, run the enabled rules over its statements, apply the ignore comments.
 
+Files are linted in order against one :class:`~pgsteady.migrate.lint.schema.Schema`, so a
+rule can ask what earlier files built (the old type of a column, whether a table is new).
+History files (``--history``) are only replayed into it. Statements come one at a time from
+:mod:`pgsteady.migrate.lint.parse`, so memory stays flat on big data files.
+
 The parser's positions are byte offsets; they become ``line:col`` (columns in characters) only
 for what gets reported. A file that does not parse yields one :class:`SyntaxProblem` with the
-parser's message and position, never an exception.
+parser's message and position (and a hint when a ``;`` is likely missing), never an exception.
 """
 
 from __future__ import annotations
 
 import gc
-import json
+import logging
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Literal
 
-from pglast import parser as pg
-
-from pgsteady.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError
-from pgsteady.migrate.lint.base import (
-    Context,
-    Hit,
-    Node,
-    Rule,
-    unwrap,
-)
+from pgsteady.migrate.lint import parse
+from pgsteady.migrate.lint.base import Context, Hit, Node, Rule
 from pgsteady.migrate.lint.config import LintConfig, check_rule_ids
+from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
+from pgsteady.migrate.lint.report import (
+    FileReport,
+    Finding,
+    LintReport,
+    Severity,
+    SyntaxProblem,
+)
 from pgsteady.migrate.lint.rules import all_rules
+from pgsteady.migrate.lint.schema import REPLAYED, Schema
 from pgsteady.migrate.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
-from pgsteady.migrate.lint.track import track
+from pgsteady.migrate.lint.track import TRACKED, track
 
-Severity = Literal["error", "warning"]
+__all__ = ["FileReport", "Finding", "LintReport", "Linter", "SyntaxProblem", "Unit",
+           "collect_files", "lint_paths", "read_sql"]
+
+log = logging.getLogger("pgsteady.lint")
+
+UNPARSED = "unparsed-statement"
+META_COMMAND = "psql-meta-command"
 _NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem at one place. ``table``/``rows``/``size_bytes`` come from ``--dsn``."""
-
-    path: str
-    line: int
-    col: int
-    rule: str
-    message: str
-    help: str
-    severity: Severity = "error"
-    table: str | None = None
-    rows: int | None = None
-    size_bytes: int | None = None
-    lock: str | None = None
-    statement_line: int = 0
-    statement_col: int = 0
-
-
-@dataclass(frozen=True)
-class SyntaxProblem:
-    """A file that does not parse (or is not UTF-8): where, and the parser's words."""
-
-    path: str
-    line: int
-    col: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.message}"
-
-
-@dataclass
-class FileReport:
-    """What linting one file found."""
-
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    syntax_error: SyntaxProblem | None = None
-    statements: int = 0
-
-
-@dataclass
-class LintReport:
-    """Every file's report, and the exit code they add up to."""
-
-    files: list[FileReport]
-
-    @property
-    def findings(self) -> list[Finding]:
-        return [f for report in self.files for f in report.findings]
-
-    @property
-    def syntax_errors(self) -> list[SyntaxProblem]:
-        return [r.syntax_error for r in self.files if r.syntax_error is not None]
-
-    @property
-    def statements(self) -> int:
-        return sum(r.statements for r in self.files)
-
-    @property
-    def exit_code(self) -> int:
-        """2 if a file did not parse, 1 if an error-level finding, else 0 (warnings pass)."""
-        if self.syntax_errors:
-            return EXIT_USAGE
-        if any(f.severity == "error" for f in self.findings):
-            return EXIT_FAILURE
-        return EXIT_OK
 
 
 @dataclass(frozen=True)
@@ -112,6 +54,7 @@ class _Raw:
     rule: Rule
     hit: Hit
     statement: int
+    location: int
 
 
 class _Positions:
@@ -131,49 +74,12 @@ class _Positions:
         return index + 1, len(self.data[start:offset].decode("utf-8", "ignore")) + 1
 
 
-def _first_word(data: bytes, pos: int, end: int) -> int:
-    """Move past whitespace and comments, so a statement's position is its first word."""
-    while pos < end:
-        if data[pos] in b" \t\r\n\f\v":
-            pos += 1
-        elif data.startswith(b"--", pos):
-            newline = data.find(b"\n", pos)
-            pos = end if newline < 0 else newline + 1
-        elif data.startswith(b"/*", pos):
-            close = data.find(b"*/", pos + 2)
-            pos = end if close < 0 else close + 2
-        else:
-            break
-    return pos
-
-
 def _char_line_col(text: str, offset: int) -> tuple[int, int]:
     offset = max(0, min(offset, len(text)))
     return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
-def _parse(text: str) -> list[Node] | tuple[int, str]:
-    """The statements of ``text`` as JSON trees, or (character offset, message) if it fails."""
-    nul = text.find("\x00")
-    if nul >= 0:  # the C parser would stop there and silently drop the rest
-        return nul, "NUL character in SQL text"
-    try:
-        raw = pg.parse_sql_json(text)
-    except pg.ParseError as exc:
-        message = _one_line(str(exc.args[0]) if exc.args else "syntax error")
-        cursor = exc.args[1] if len(exc.args) > 1 else None
-        # No cursor means "at end of input": point after the last non-blank character.
-        return (cursor if isinstance(cursor, int) else len(text.rstrip())), message
-    except UnicodeEncodeError as exc:
-        return exc.start, f"text is not valid Unicode ({exc.reason})"
-    try:
-        stmts: list[Node] = json.loads(raw).get("stmts", [])
-    except RecursionError:
-        return 0, "statement nested too deeply to analyse; split the expression"
-    return stmts
-
-
-def _no_transaction(text: str) -> bool:
+def no_transaction_header(text: str) -> bool:
     """True if the header carries ``-- pgsteady: no-transaction`` (pgsteady migrate's directive:
     the runner then does not wrap the file in a transaction)."""
     if "no-transaction" not in text:
@@ -197,8 +103,8 @@ def _one_line(message: str, limit: int = 200) -> str:
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a file is linted.
 
-    The parse tree is hundreds of thousands of small dicts with no cycles; every collection
-    while it is alive walks all of them again, which cost more than parsing did.
+    The parse trees are many small dicts with no cycles; every collection while they are
+    alive walks all of them again, which cost more than parsing did.
     """
     collecting = gc.isenabled()
     gc.disable()
@@ -207,6 +113,18 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+def _lone_statement_outside(statements: Iterator[parse.Statement],
+                            ) -> tuple[bool, Iterator[parse.Statement]]:
+    """(in a transaction?, the same statements) for a file sent as one multi-statement
+    query: one statement runs on its own, several run as one implicit transaction."""
+    top: list[parse.Statement] = []
+    for statement in statements:
+        top.append(statement)
+        if sum(not s.embedded for s in top) > 1:
+            return True, chain(top, statements)
+    return False, iter(top)
 
 
 class Linter:
@@ -229,6 +147,9 @@ class Linter:
                 self._dispatch.setdefault(kind, []).append(rule)
         self._finishers = [r for r in self.rules.values() if r.finish is not None]
         self._alter_cache: dict[tuple[str, ...], list[Rule]] = {}
+        wanted = {kind.partition(".")[0] for kind in self._dispatch}
+        self._wanted = frozenset(wanted | TRACKED | REPLAYED | {"DoStmt"}).__contains__
+        self._replayed = frozenset(REPLAYED | {"DoStmt"}).__contains__
 
     def _alter_rules(self, stmt: Node, rules: Sequence[Rule]) -> Sequence[Rule]:
         """Rules for an ALTER TABLE: those for any ALTER plus those for its subcommands.
@@ -248,67 +169,165 @@ class Linter:
             cached = self._alter_cache[subtypes] = [*rules, *extra]
         return cached
 
-    def lint_file(self, path: Path, display: str | None = None) -> FileReport:
+    # -- entry points ----------------------------------------------------------------
+
+    def lint_file(self, path: Path, display: str | None = None,
+                  schema: Schema | None = None) -> FileReport:
         """Read and lint one file; unreadable files are a usage error."""
         name = display or str(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            line, col = _Positions(data[:exc.start]).line_col(exc.start)
-            problem = SyntaxProblem(name, line, col, "not valid UTF-8")
-            return FileReport(name, syntax_error=problem)
-        return self.lint_text(text, name)
+        text = read_sql(path, name)
+        if isinstance(text, SyntaxProblem):
+            return FileReport(name, syntax_error=text)
+        return self.lint_text(text, name, schema=schema)
 
-    def lint_text(self, text: str, path: str = "<stdin>") -> FileReport:
-        """Lint SQL text; ``path`` is only used in what gets reported."""
+    def lint_text(self, text: str, path: str = "<stdin>", *, schema: Schema | None = None,
+                  in_transaction: bool | None = True, runner_timeouts: bool = True,
+                  ) -> FileReport:
+        """Lint SQL text; ``path`` is only used in what gets reported.
+
+        ``schema`` is what earlier files built (it is updated); the configuration's
+        ``assume_*`` settings, when set, win over the runner's ``in_transaction`` and
+        ``runner_timeouts``.
+        """
+        config = self.config
+        if config.assume_in_transaction is not None:
+            in_transaction = config.assume_in_transaction and in_transaction is not False
+        if in_transaction is True and no_transaction_header(text):
+            in_transaction = False
+        if config.assume_runner_timeouts is not None:
+            runner_timeouts = config.assume_runner_timeouts
         with _collector_paused():
-            return self._lint_text(text, path)
+            return self._lint_text(text, path, schema if schema is not None else Schema(),
+                                   in_transaction, runner_timeouts)
 
-    def _lint_text(self, text: str, path: str) -> FileReport:
-        parsed = _parse(text)
-        if isinstance(parsed, tuple):
-            offset, message = parsed
-            line, col = _char_line_col(text, offset)
-            return FileReport(path, syntax_error=SyntaxProblem(path, line, col, message))
-        data = text.encode("utf-8") if not text.isascii() else text.encode("ascii")
-        end_of_data = len(data)
+    def start(self, history: Iterable[Unit] = ()) -> Schema:
+        """A schema with ``history`` replayed: the state before the files to check.
+
+        Without history each file checked is its own change (a table is new only in the file
+        that creates it); with history, the files checked are one change together.
+        """
+        schema = Schema(file_serial=-1)
+        for unit in history:
+            schema.file_serial += 1
+            self.replay_text(unit.text, schema)
+            schema.one_change = True
+        schema.change_start = schema.file_serial + 1
+        return schema
+
+    def lint_units(self, units: Iterable[Unit], history: Iterable[Unit] = (),
+                   schema: Schema | None = None) -> LintReport:
+        """Lint files in order against one schema (``schema``, else :meth:`start` of
+        ``history``), which they update."""
+        if schema is None:
+            schema = self.start(history)
+        reports = []
+        for unit in units:
+            schema.file_serial += 1
+            if not schema.one_change:
+                schema.change_start = schema.file_serial
+            reports.append(self.lint_text(unit.text, unit.display, schema=schema,
+                                          in_transaction=unit.in_transaction,
+                                          runner_timeouts=unit.runner_timeouts))
+        return LintReport(reports)
+
+    def replay_text(self, text: str, schema: Schema) -> None:
+        """Learn what ``text`` builds, without checking it (a file before the change)."""
+        with _collector_paused():
+            try:
+                for statement in parse.statements(parse.blank_meta_commands(text)[0],
+                                                  self._replayed):
+                    if statement.node is not None:
+                        schema.apply(statement.kind, statement.node)
+            except parse.ParseFailure as failure:
+                log.debug("history file stops parsing at %d: %s", failure.offset,
+                          failure.message)
+
+    # -- one file ----------------------------------------------------------------------
+
+    def _lint_text(self, text: str, path: str, schema: Schema, in_transaction: bool | None,
+                   runner_timeouts: bool) -> FileReport:
+        nul = text.find("\x00")
+        if nul >= 0:  # the C parser would stop there and silently drop the rest
+            line, col = _char_line_col(text, nul)
+            return FileReport(path, syntax_error=SyntaxProblem(
+                path, line, col, "NUL character in SQL text"))
+        blanked, notes = parse.blank_meta_commands(text)
+        data = blanked.encode("utf-8")
+        statements: Iterator[parse.Statement] = parse.statements(blanked, self._wanted)
+        ctx = Context(pg_version=self.config.pg_version,
+                      assume_runner_timeouts=runner_timeouts, schema=schema)
         starts: list[int] = []
         ends: list[int] = []
         raws: list[_Raw] = []
-        in_transaction = self.config.assume_in_transaction and not _no_transaction(text)
-        ctx = Context(pg_version=self.config.pg_version,
-                      assume_runner_timeouts=self.config.assume_runner_timeouts,
-                      assume_in_transaction=in_transaction)
-        dispatch = self._dispatch
-        for index, item in enumerate(parsed):
-            begin = item.get("stmt_location", 0)
-            length = item.get("stmt_len", 0)
-            end = begin + length if length else end_of_data
-            begin = _first_word(data, begin, end)
-            starts.append(begin)
-            ends.append(end)
-            kind, stmt = unwrap(item.get("stmt", {}))
-            rules: Sequence[Rule] = dispatch.get(kind, ())
-            if kind == "AlterTableStmt":
-                rules = self._alter_rules(stmt, rules)
-            for rule in rules:
-                for hit in rule.check(kind, stmt, ctx):
-                    raws.append(_Raw(rule, hit, index))
-            track(kind, stmt, ctx, begin)
+        try:
+            if in_transaction is None:
+                in_transaction, statements = _lone_statement_outside(statements)
+            ctx.assume_in_transaction = in_transaction
+            for statement in statements:
+                if not statement.embedded:
+                    starts.append(statement.start)
+                    ends.append(statement.end)
+                self._check(statement, ctx, raws, len(starts) - 1)
+        except parse.ParseFailure as failure:
+            line, col = _char_line_col(blanked, failure.offset)
+            return FileReport(path, syntax_error=SyntaxProblem(path, line, col,
+                                                               _one_line(failure.message)))
         for rule in self._finishers:
             assert rule.finish is not None
             for hit in rule.finish(ctx):
-                at = hit.location if hit.location is not None else end_of_data
-                raws.append(_Raw(rule, hit, max(0, bisect_right(starts, at) - 1)))
-        report = FileReport(path, statements=len(parsed))
+                at = hit.location if hit.location is not None else len(data)
+                raws.append(_Raw(rule, hit, max(0, bisect_right(starts, at) - 1), at))
+        if META_COMMAND in self.rules:
+            for note in notes:
+                index = max(0, bisect_right(starts, note.offset) - 1)
+                raws.append(_Raw(self.rules[META_COMMAND],
+                                 Hit(note.text[:80]), index, note.offset))
+        report = FileReport(path, statements=len(starts))
         if not raws and "pgsteady:" not in text:
             return report
-        report.findings = self._report(raws, Source(path, text, data, starts, ends))
+        report.findings = self._report(raws, Source(path, blanked, data, starts, ends))
         return report
+
+    def _check(self, statement: parse.Statement, ctx: Context, raws: list[_Raw],
+               index: int) -> None:
+        """Run the rules on one statement, then learn from it."""
+        if statement.unparsed is not None:
+            if UNPARSED in self.rules:
+                raws.append(_Raw(self.rules[UNPARSED], Hit(statement.unparsed), index,
+                                 statement.start))
+            return
+        stmt = statement.node
+        if stmt is None:
+            return
+        kind = statement.kind
+        rules: Sequence[Rule] = self._dispatch.get(kind, ())
+        if kind == "AlterTableStmt":
+            rules = self._alter_rules(stmt, rules)
+        ctx.in_do_block = statement.embedded
+        base, start = statement.base, statement.start
+        try:
+            for rule in rules:
+                for hit in rule.check(kind, stmt, ctx):
+                    at = base + hit.location if hit.location is not None else start
+                    raws.append(_Raw(rule, hit, index, at))
+        except RecursionError:
+            parse.deep_call(self._check_deep, rules, kind, stmt, ctx, raws, index, (base, start))
+        track(kind, stmt, ctx, start)
+        ctx.schema.apply(kind, stmt)
+        ctx.in_do_block = False
+
+    @staticmethod
+    def _check_deep(rules: Sequence[Rule], kind: str, stmt: Node, ctx: Context,  # noqa: PLR0917
+                    raws: list[_Raw], index: int, where: tuple[int, int]) -> None:
+        """The rules again for a statement nested too deep for the default stack."""
+        base, start = where
+        found = []
+        for rule in rules:
+            for hit in rule.check(kind, stmt, ctx):
+                found.append(_Raw(rule, hit, index,
+                                  base + hit.location if hit.location is not None else start))
+        kept = {(r.rule.id, r.location) for r in raws}
+        raws.extend(r for r in found if (r.rule.id, r.location) not in kept)
 
     def _report(self, raws: list[_Raw], source: Source) -> list[Finding]:
         per_statement, whole_file, problems = parse_ignores(source, self.rules, all_rules())
@@ -320,53 +339,50 @@ class Linter:
             if ignore is not None:
                 ignore.used = True
                 continue
-            findings.append(self._finding(raw.rule, raw.hit, starts[raw.statement] if starts
-                                          else 0, positions, path))
+            findings.append(self._finding(raw.rule, raw.hit, raw.location,
+                                          starts[raw.statement] if starts else 0,
+                                          positions, path))
         for ignore in [*per_statement.values(), *whole_file.values()]:
             if not ignore.used and UNUSED_IGNORE in self.rules:
-                hit = Hit(f"`{ignore.rule}` suppresses nothing here", ignore.offset)
+                hit = Hit(f"`{ignore.rule}` suppresses nothing here")
                 findings.append(self._finding(self.rules[UNUSED_IGNORE], hit, ignore.offset,
-                                              positions, path))
+                                              ignore.offset, positions, path))
         for rule_id, offset, detail in problems:
             if rule_id in self.rules:
-                findings.append(self._finding(self.rules[rule_id], Hit(detail, offset), offset,
-                                              positions, path))
+                findings.append(self._finding(self.rules[rule_id], Hit(detail), offset,
+                                              offset, positions, path))
         findings.sort(key=lambda f: (f.line, f.col, f.rule))
         return findings
 
-    def _finding(self, rule: Rule, hit: Hit, statement_start: int, positions: _Positions,
-                 path: str) -> Finding:
-        line, col = positions.line_col(hit.location if hit.location is not None
-                                       else statement_start)
+    def _finding(self, rule: Rule, hit: Hit, location: int, statement_start: int,  # noqa: PLR0917
+                 positions: _Positions, path: str) -> Finding:
+        line, col = positions.line_col(location)
         stmt_line, stmt_col = positions.line_col(statement_start)
         message = f"{rule.message} ({hit.detail})" if hit.detail else rule.message
         table = None
         if rule.size_aware and hit.table is not None:
             schema, name = hit.table
             table = f"{schema}.{name}" if schema else name
-        severity: Severity = "warning" if rule.id in self.config.warn else "error"
+        severity: Severity = hit.severity or rule.severity
+        if rule.id in self.config.warn:
+            severity = "warning"
         return Finding(path, line, col, rule.id, message, rule.help, severity, table=table,
                        statement_line=stmt_line, statement_col=stmt_col)
 
 
-def collect_files(paths: Iterable[str]) -> list[Path]:
-    """Files as given, and ``*.sql`` under folders (sorted); a missing path is a usage error."""
-    out: list[Path] = []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.sql") if p.is_file())
-            if not found:
-                raise UsageError(f"no .sql files under {name}")
-            out += found
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise UsageError(f"{name}: no such file or folder")
-    return out
-
-
 def lint_paths(paths: Iterable[str], config: LintConfig | None = None) -> LintReport:
-    """Lint files and folders with one configuration."""
+    """Lint files and folders with one configuration, in order, against one schema."""
     linter = Linter(config)
-    return LintReport([linter.lint_file(path) for path in collect_files(paths)])
+    units: list[Unit] = []
+    broken: dict[int, FileReport] = {}
+    for path in collect_files(paths):
+        text = read_sql(path)
+        if isinstance(text, SyntaxProblem):
+            broken[len(units)] = FileReport(str(path), syntax_error=text)
+            units.append(Unit(str(path), ""))
+        else:
+            units.append(Unit(str(path), text))
+    report = linter.lint_units(units)
+    for index, file in broken.items():
+        report.files[index] = file
+    return report

@@ -6,10 +6,9 @@ no ``NO_COLOR``), so tests render deterministically.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from pgsteady.migrate.lint.engine import Finding, LintReport, SyntaxProblem
+from pgsteady.migrate.lint.report import Finding, LintReport, SyntaxProblem
 
 #: Bump when a key changes meaning or disappears; adding keys does not bump it.
 SCHEMA_VERSION = 1
@@ -69,6 +68,8 @@ def _syntax_json(p: SyntaxProblem) -> dict[str, Any]:
 
 def render_json(report: LintReport) -> str:
     """The whole report as one JSON document with a ``schema_version``; keys are stable."""
+    import json  # noqa: PLC0415 -- only this format needs it; text runs start without it
+
     findings = report.findings
     errors = sum(f.severity == "error" for f in findings)
     document = {
@@ -77,6 +78,7 @@ def render_json(report: LintReport) -> str:
             "files": len(report.files), "statements": report.statements,
             "errors": errors, "warnings": len(findings) - errors,
             "syntax_errors": len(report.syntax_errors), "exit_code": report.exit_code,
+            "runner": report.runner,
         },
         "findings": [_finding_json(f) for f in findings],
         "syntax_errors": [_syntax_json(p) for p in report.syntax_errors],

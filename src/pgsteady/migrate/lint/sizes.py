@@ -1,4 +1,8 @@
-"""With a database to ask (``--dsn``), say how big the tables behind findings are.
+"""With a database to ask (``--dsn``): the live schema, and how big the tables behind findings are.
+
+Before linting, :func:`load_catalog` reads every user table's columns and types, the views
+and the enums into the schema model, so the catalog wins over what the replay could know
+(the old type of a column in a table no file created). After linting:
 
 Rules whose cost grows with the table (index builds, rewrites, validations, backfills) name
 that table in their findings. Here each one gets the planner's row estimate
@@ -17,7 +21,8 @@ from pathlib import Path
 import psycopg
 
 from pgsteady.migrate import analysis
-from pgsteady.migrate.lint.engine import FileReport, Finding, LintReport
+from pgsteady.migrate.lint.report import FileReport, Finding, LintReport
+from pgsteady.migrate.lint.schema import ColumnType, Key, Schema
 
 log = logging.getLogger("pgsteady.lint")
 
@@ -31,6 +36,64 @@ where c.oid = to_regclass(
     case when %(schema)s::text is null then quote_ident(%(name)s::text)
          else quote_ident(%(schema)s::text) || '.' || quote_ident(%(name)s::text) end)
 """
+
+
+# Columns of user tables: type names as pg_type has them (int4, varchar), modifiers raw.
+CATALOG_COLUMNS = """
+select n.nspname, c.relname, a.attname, t.typname, a.atttypmod, t.typelem <> 0 and t.typlen = -1
+from pg_attribute a
+join pg_class c on c.oid = a.attrelid
+join pg_namespace n on n.oid = c.relnamespace
+join pg_type t on t.oid = a.atttypid
+where c.relkind in ('r', 'p') and a.attnum > 0 and not a.attisdropped
+  and n.nspname not in ('pg_catalog', 'information_schema') and n.nspname !~ '^pg_toast'
+order by 1, 2, a.attnum
+limit 500000
+"""
+CATALOG_VIEWS = """
+select n.nspname, c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+where c.relkind in ('v', 'm') and n.nspname not in ('pg_catalog', 'information_schema')
+limit 100000
+"""
+CATALOG_ENUMS = """
+select n.nspname, t.typname, e.enumlabel
+from pg_enum e join pg_type t on t.oid = e.enumtypid join pg_namespace n on n.oid = t.typnamespace
+order by 1, 2, e.enumsortorder
+limit 100000
+"""
+
+
+def _catalog_type(name: str, typmod: int, array: bool) -> ColumnType:
+    """pg_type's name and atttypmod as the replay writes types (``varchar`` ``(36,)``)."""
+    name = name.removeprefix("_") if array else name
+    mods: tuple[int, ...] = ()
+    if typmod >= 0:
+        if name in ("varchar", "bpchar"):
+            mods = (typmod - 4,)
+        elif name == "numeric":
+            mods = ((typmod - 4) >> 16, (typmod - 4) & 0xFFFF)
+        else:
+            mods = (typmod,)
+    return ColumnType(name, mods, array)
+
+
+def load_catalog(dsn: str) -> Schema:
+    """The live database's tables, columns, views and enums as a schema to lint against."""
+    schema = Schema(file_serial=-1, from_catalog=True)
+    with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+        conn.execute("set statement_timeout = '10s'")
+        conn.execute("set default_transaction_read_only = on")  # catalog reads only
+        tables: dict[Key, dict[str, ColumnType | None]] = {}
+        for nsp, rel, column, typname, typmod, array in conn.execute(CATALOG_COLUMNS):
+            tables.setdefault((str(nsp), str(rel)), {})[str(column)] = _catalog_type(
+                str(typname), int(str(typmod)), bool(array))
+        for key, columns in tables.items():
+            schema.add_table(key, columns)
+        for nsp, rel in conn.execute(CATALOG_VIEWS):
+            schema.views[(str(nsp), str(rel))] = -1
+        for nsp, typname, label in conn.execute(CATALOG_ENUMS):
+            schema.enums.setdefault((str(nsp), str(typname)), []).append(str(label))
+    return schema
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pgsteady.migrate.lint.base import Context, Node, foreign_key_targets, table_key
+from pgsteady.migrate.lint.base import Context, Node, foreign_key_targets
+from pgsteady.migrate.lint.schema import Key
+
+#: Statement types :func:`track` learns from (the engine decodes these even if no rule asks).
+TRACKED = frozenset({"TransactionStmt", "VariableSetStmt", "CreateStmt", "AlterTableStmt"})
+
+
+def _existing_fk_targets(kind: str, stmt: Node, ctx: Context) -> list[Key]:
+    """Keys of the tables new foreign keys reference, less those new in this change."""
+    return [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
 
 
 def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
@@ -36,20 +45,16 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
         elif name == "statement_timeout":
             ctx.statement_timeout_set = not disabled
     elif kind == "CreateStmt":
-        if not stmt.get("if_not_exists"):  # IF NOT EXISTS may leave an old, full table
-            ctx.created_tables.add(table_key(stmt.get("relation", {})))
         if ctx.in_transaction:
-            ctx.fk_targets_in_transaction.update(foreign_key_targets(kind, stmt))
-    elif kind == "CreateTableAsStmt":
-        ctx.created_tables.add(table_key(stmt.get("into", {}).get("rel", {})))
+            ctx.fk_targets_in_transaction.update(_existing_fk_targets(kind, stmt, ctx))
     elif kind == "AlterTableStmt":
         _track_checks(stmt, ctx)
         relation = stmt.get("relation") or {}
         if ctx.in_transaction and stmt.get("objtype") == "OBJECT_TABLE" and \
                 not ctx.is_new_table(relation) and _takes_access_exclusive(stmt):
-            ctx.altered_in_transaction.add(table_key(relation))
+            ctx.altered_in_transaction.add(ctx.key(relation))
         if ctx.in_transaction:
-            ctx.fk_targets_in_transaction.update(foreign_key_targets(kind, stmt))
+            ctx.fk_targets_in_transaction.update(_existing_fk_targets(kind, stmt, ctx))
 
 
 def _is_zero(args: Sequence[Node] | None) -> bool:
@@ -64,7 +69,7 @@ def _is_zero(args: Sequence[Node] | None) -> bool:
 
 def _track_checks(stmt: Node, ctx: Context) -> None:
     """Remember CHECK (col IS NOT NULL) constraints, so SET NOT NULL can tell it is cheap."""
-    table = table_key(stmt.get("relation", {}))
+    table = ctx.key(stmt.get("relation") or {})
     for item in stmt.get("cmds") or ():
         cmd = item.get("AlterTableCmd", {})
         subtype = cmd.get("subtype")

@@ -7,14 +7,16 @@ with the safe SQL), ``MIN_PG_VERSION`` (None when it matters on every version), 
 the rule is not even called for the others) and ``check(kind, stmt, ctx)`` yielding
 :class:`~pgsteady.migrate.lint.base.Hit`. Optional:
 ``finish(ctx)`` for end-of-file checks, ``SIZE_AWARE = True`` when the cost grows with the
-table, ``DEFAULT_ENABLED = False`` for opt-in rules.
+table, ``DEFAULT_ENABLED = False`` for opt-in rules, ``SEVERITY = "warning"`` for notes that
+should not fail a build.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 
 from pgsteady.migrate.lint.base import Rule
@@ -26,8 +28,18 @@ class IncompleteRule(Exception):
     """A rule module misses something every rule must have (a bug, caught by the meta-test)."""
 
 
+def rule_ids() -> frozenset[str]:
+    """Every rule's id, from the module names alone (no import: a warm cache run checks the
+    configuration's rule ids with this)."""
+    folder = Path(__file__).parent
+    return frozenset(name[:-3].replace("_", "-") for name in os.listdir(folder)
+                     if name.endswith(".py") and not name.startswith("_"))
+
+
 def rule_modules() -> list[ModuleType]:
     """Every module in this package, imported, sorted by name."""
+    import pkgutil  # noqa: PLC0415 -- not on the warm-cache path
+
     return [importlib.import_module(f"{__name__}.{info.name}")
             for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
             if not info.name.startswith("_")]
@@ -48,6 +60,7 @@ def from_module(module: ModuleType) -> Rule:
         size_aware=bool(getattr(module, "SIZE_AWARE", False)),
         default_enabled=bool(getattr(module, "DEFAULT_ENABLED", True)),
         module=module.__name__,
+        severity="warning" if getattr(module, "SEVERITY", "error") == "warning" else "error",
     )
 
 

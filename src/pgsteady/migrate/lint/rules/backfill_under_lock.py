@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.migrate.lint.base import Context, Hit, Node, qualified, table_key, table_ref
+from pgsteady.migrate.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "backfill-under-lock"
 MESSAGE = "UPDATE/DELETE after an ALTER TABLE in the same transaction runs under ACCESS EXCLUSIVE"
@@ -27,6 +27,6 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     relation = stmt.get("relation")
     if relation is None or not ctx.in_transaction:
         return
-    if table_key(relation) in ctx.altered_in_transaction:
+    if ctx.key(relation) in ctx.altered_in_transaction:
         yield Hit(f"{qualified(relation)} is locked by the earlier ALTER TABLE",
                   table=table_ref(relation))

@@ -25,5 +25,5 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         return
     for obj in stmt.get("objects") or ():
         names = strings(obj.get("List", {}).get("items"))
-        if names and names[-1].lower() not in ctx.created_tables:
+        if names and not ctx.schema.is_new_key(ctx.schema.name_key(names, ctx.schema.tables)):
             yield Hit(".".join(names))

@@ -5,8 +5,11 @@
 PostgreSQL refuses them inside ``BEGIN ... COMMIT`` ("cannot run inside a transaction
 block"). The migration fails at deploy time instead of in review. Put each such statement in
 its own migration file that the runner executes outside a transaction: for ``pgsteady
-migrate``, a file whose header says ``-- pgsteady: no-transaction``. Runners that do not wrap
-files in a transaction (psql, Flyway's default) set ``assume_in_transaction = false``.
+migrate``, a file whose header says ``-- pgsteady: no-transaction``; goose's ``-- +goose NO
+TRANSACTION``, dbmate's ``-- migrate:up transaction:false``, Flyway's
+``executeInTransaction=false``, a Prisma or golang-migrate file holding that one statement.
+The runner profile (``--runner``, detected from the folder) knows each tool's convention; a
+``DO`` block is always one transaction.
 """
 
 from __future__ import annotations

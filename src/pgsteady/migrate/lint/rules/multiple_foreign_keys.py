@@ -4,7 +4,8 @@ Each new foreign key takes SHARE ROW EXCLUSIVE on the table it references (no wr
 and the transaction keeps every such lock until it ends. One migration adding references to
 ``customers``, ``products`` and ``warehouses`` blocks writes to all three for its whole
 duration, and is that much likelier to queue behind someone's long query. strong_migrations
-reports it too. Add each foreign key in its own migration.
+reports it too. Add each foreign key in its own migration. Tables created in the same change
+do not count: nobody else is writing to them yet.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ STATEMENTS = ("CreateStmt", "AlterTableStmt.AT_AddConstraint", "AlterTableStmt.A
 def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     if not ctx.in_transaction:
         return
-    new = [t for t in dict.fromkeys(foreign_key_targets(kind, stmt))
-           if t not in ctx.fk_targets_in_transaction]
+    targets = [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
+    new = [t for t in dict.fromkeys(targets) if t not in ctx.fk_targets_in_transaction]
     if new and len(ctx.fk_targets_in_transaction) + len(new) >= 2:
         locked = sorted(ctx.fk_targets_in_transaction | set(new))
-        yield Hit(", ".join(locked))
+        yield Hit(", ".join(f"{schema}.{name}" if schema != "public" else name
+                            for schema, name in locked))

@@ -20,7 +20,6 @@ from pgsteady.migrate.lint.base import (
     Node,
     alter_commands,
     qualified,
-    table_key,
     table_ref,
 )
 
@@ -40,7 +39,7 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     relation = stmt.get("relation") or {}
     if ctx.is_new_table(relation):
         return
-    table = table_key(relation)
+    table = ctx.key(relation)
     if table in ctx.validated_elsewhere:
         return  # the CHECK was added by an earlier migration and validated just now
     for subtype, cmd in alter_commands(stmt):

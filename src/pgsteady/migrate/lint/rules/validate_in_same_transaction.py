@@ -4,7 +4,8 @@
 at once; ``VALIDATE CONSTRAINT`` then scans with a weaker lock. In the same transaction the
 first lock is still held, so the whole scan runs under ACCESS EXCLUSIVE: exactly what NOT
 VALID was meant to avoid. ``pgsteady migrate`` runs each file in one transaction, so put the
-VALIDATE (and a SET NOT NULL that relies on it) in the next migration.
+VALIDATE (and a SET NOT NULL that relies on it) in the next migration. A file the runner runs
+outside a transaction (see the runner profiles) commits each statement, so there it is fine.
 """
 
 from __future__ import annotations

@@ -1,0 +1,455 @@
+"""A migration file as a stream of parsed statements, robust to what real folders contain.
+
+The file is split with pglast's scanner, then each statement is parsed on its own: memory
+stays flat on a 50,000-row data file (one statement's tree at a time), a statement nested
+deeper than Python's recursion limit is decoded on a thread with a big stack (or, if even
+the C parser refuses it, reported as ``unparsed-statement`` while the rest of the file is
+still linted), and statements no rule or model looks at (``wanted`` says which) are parsed
+for syntax but never decoded. psql meta-commands (``\\set``, ``\\connect``) are blanked out
+and reported as notes. ``DO`` blocks are parsed as PL/pgSQL and the SQL statements inside
+them come out as statements of their own, their positions mapped back to the file.
+
+Positions: every offset here is a byte offset into the file's UTF-8 text, as the engine
+reports them; a statement's node locations count from its ``base``.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pglast import parser as pg
+
+Node = dict[str, Any]
+
+_META = re.compile(r"\\[A-Za-z!?.]")
+_STACK_DEPTH = "stack depth limit exceeded"
+_BISON_DEPTH = "memory exhausted"  # the grammar's own nesting limit (thousands of CASEs)
+_THREAD_FROM = 512  # statements from which a file is parsed ahead on a helper thread
+_CHUNK = 256
+_CHUNKS_AHEAD = 4
+# Statement keywords: a parse error at one of these, first on its line, usually means the
+# line before lacks its ';'.
+_STATEMENT_WORDS = frozenset({
+    "ALTER", "ANALYZE", "BEGIN", "CALL", "CLUSTER", "COMMENT", "COMMIT", "COPY", "CREATE",
+    "DELETE", "DO", "DROP", "GRANT", "INSERT", "LOCK", "REFRESH", "REINDEX", "RESET", "REVOKE",
+    "SELECT", "SET", "TRUNCATE", "UPDATE", "VACUUM", "WITH",
+})
+_DEEP_STACK = 512 * 1024 * 1024
+_DECODER = json.JSONDecoder()
+_DEEP_RECURSION = 200_000
+
+
+@dataclass(slots=True)
+class Statement:
+    """One statement: where it is, its tree (None if not decoded) and why, if unparsed.
+
+    ``base`` is the byte offset the tree's ``location`` fields count from; ``embedded`` marks
+    a statement from inside a ``DO`` block.
+    """
+
+    start: int
+    end: int
+    kind: str
+    node: Node | None
+    base: int
+    embedded: bool = False
+    unparsed: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something skipped on purpose, at a byte offset (a psql meta-command)."""
+
+    offset: int
+    text: str
+
+
+class ParseFailure(Exception):
+    """The file does not parse: a character offset into the text, and a one-line message."""
+
+    def __init__(self, offset: int, message: str) -> None:
+        super().__init__(message)
+        self.offset = offset
+        self.message = message
+
+
+def blank_meta_commands(text: str) -> tuple[str, list[Note]]:
+    """psql meta-commands (a backslash to the end of its line, as psql reads them) replaced by
+    spaces of the same byte length, and notes on them.
+
+    A backslash counts only where the scanner sees it as a token of its own, not inside a
+    string, a quoted name or a dollar-quoted body.
+    """
+    if "\\" not in text or not _META.search(text):
+        return text, []
+    starts = {m.start() for m in _META.finditer(text)}
+    try:
+        tokens = pg.scan(text)
+    except pg.ParseError:
+        return text, []
+    lines = []
+    for token in tokens:
+        if token.name == "ASCII_92" and token.start in starts:
+            lines.append(token.start)
+    if not lines:
+        return text, []
+    notes: list[Note] = []
+    pieces: list[str] = []
+    done = 0
+    for start in lines:
+        if start < done:  # a second backslash on a line already blanked
+            continue
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end < 0 else line_end
+        command = text[start:line_end].strip()
+        notes.append(Note(_byte_offset(text, start), command))
+        pieces.append(text[done:start])
+        blank = " " * len(text[start:line_end].encode("utf-8"))
+        # \g, \gset, \gx, \gexec send the query buffer: for the parser, the statement ends.
+        pieces.append(";" + blank[1:] if command[1:2] == "g" else blank)
+        done = line_end
+    pieces.append(text[done:])
+    # A non-ASCII character on a blanked line becomes several spaces: character offsets after
+    # it shift, byte offsets (all that is reported) do not.
+    return "".join(pieces), notes
+
+
+def _byte_offset(text: str, char_offset: int) -> int:
+    return char_offset if text.isascii() else len(text[:char_offset].encode("utf-8"))
+
+
+def statements(text: str, wanted: Callable[[str], bool]) -> Iterator[Statement]:
+    """The statements of ``text`` in order; raises :class:`ParseFailure` on a syntax error.
+
+    ``wanted(kind)`` says whether a statement's tree is needed; others are only checked for
+    syntax. The file's statements are yielded one at a time, so callers that do not keep the
+    trees keep memory flat.
+    """
+    done = 0  # statements yielded: a re-split must not repeat them
+    try:
+        for statement in _from_slices(text, _pieces(text), wanted):
+            done = statement.end if not statement.embedded else done
+            yield statement
+    except ParseFailure as failure:
+        # The scanner splits at every top-level ';', also inside CREATE RULE's action list
+        # or a BEGIN ATOMIC body. Ask the parser whether the file really is invalid.
+        try:
+            pieces = pg.split(text, only_slices=True)
+        except pg.ParseError:
+            raise failure from None
+        rest = [p for p in pieces if _byte_offset(text, p.start) >= done]
+        yield from _from_slices(text, rest, wanted)
+
+
+def _pieces(text: str) -> list[slice]:
+    """The scanner's statement slices, each with its ';', and any text between them that
+    is more than blanks, ';' and comments (the scanner drops a statement with no keyword
+    in it, such as a misspelled one: it must reach the parser to be reported)."""
+    try:
+        found = pg.split(text, with_parser=False, only_slices=True)
+    except pg.ParseError as exc:
+        message = str(exc.args[0]) if exc.args else "syntax error"
+        cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else 0
+        raise ParseFailure(cursor, message) from None
+    out: list[slice] = []
+    done = 0
+    for piece in found:
+        if _has_content(text, done, piece.start):
+            out.append(slice(done, piece.start))
+        stop = piece.stop + 1 if text[piece.stop:piece.stop + 1] == ";" else piece.stop
+        out.append(slice(piece.start, stop))
+        done = stop
+    if _has_content(text, done, len(text)):
+        out.append(slice(done, len(text)))
+    return out
+
+
+def _has_content(text: str, start: int, stop: int) -> bool:
+    """True if ``text[start:stop]`` holds more than blanks, semicolons and comments."""
+    if not text[start:stop].strip(" \t\r\n\f\v;"):
+        return False
+    pos = start
+    while pos < stop:
+        char = text[pos]
+        if char in " \t\r\n\f\v;":
+            pos += 1
+        elif text.startswith("--", pos):
+            newline = text.find("\n", pos)
+            pos = stop if newline < 0 else newline + 1
+        elif text.startswith("/*", pos):
+            close = text.find("*/", pos + 2)
+            pos = stop if close < 0 else close + 2
+        else:
+            return True
+    return False
+
+
+def _raw_pieces(text: str, pieces: Sequence[slice],
+                ) -> Iterator[tuple[slice, str | pg.ParseError | UnicodeEncodeError]]:
+    """Each piece with pglast's JSON for it (or the parser's exception).
+
+    A long file is parsed ahead on a helper thread, a chunk at a time, while this thread
+    decodes and lints: the C parser releases the GIL, so on two cores the two overlap. The
+    queue is bounded, and the helper stops (and is joined) however the caller stops reading.
+    """
+    parse_json = pg.parse_sql_json
+    if len(pieces) < _THREAD_FROM:
+        for piece in pieces:
+            try:
+                yield piece, parse_json(text[piece])
+            except (pg.ParseError, UnicodeEncodeError) as exc:
+                yield piece, exc
+        return
+    chunks: queue.Queue[list[str | pg.ParseError | UnicodeEncodeError] | None] = \
+        queue.Queue(maxsize=_CHUNKS_AHEAD)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def hand_over(item: list[str | pg.ParseError | UnicodeEncodeError] | None) -> bool:
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.05)
+            except queue.Full:
+                continue
+            return True
+        return False
+
+    def produce() -> None:
+        try:
+            for first in range(0, len(pieces), _CHUNK):
+                batch: list[str | pg.ParseError | UnicodeEncodeError] = []
+                for piece in pieces[first:first + _CHUNK]:
+                    try:
+                        batch.append(parse_json(text[piece]))
+                    except (pg.ParseError, UnicodeEncodeError) as exc:
+                        batch.append(exc)
+                if not hand_over(batch):
+                    return
+        except BaseException as exc:  # handed to the reading thread, raised there
+            failed.append(exc)
+        finally:
+            hand_over(None)
+
+    helper = threading.Thread(target=produce, name="pgsteady-lint-parse", daemon=True)
+    helper.start()
+    try:
+        done = 0
+        while (batch := chunks.get()) is not None:
+            yield from zip(pieces[done:done + len(batch)], batch, strict=True)
+            done += len(batch)
+        if failed:
+            raise failed[0]
+    finally:
+        stop.set()
+        helper.join()
+
+
+def _from_slices(text: str, pieces: Sequence[slice], wanted: Callable[[str], bool],
+                 ) -> Iterator[Statement]:
+    """Parse each piece; the hot loop of the linter, so it is kept flat."""
+    ascii_text = text.isascii()
+    data_offset = 0  # byte offset of char_offset, advanced incrementally for non-ASCII text
+    char_offset = 0
+    decode = _DECODER.decode
+    for piece, raw in _raw_pieces(text, pieces):
+        char_start = piece.start
+        sql = text[piece]
+        if ascii_text:
+            base = char_start
+            end = base + len(sql)
+        else:
+            data_offset += len(text[char_offset:char_start].encode("utf-8"))
+            char_offset = char_start
+            base = data_offset
+            end = base + len(sql.encode("utf-8"))
+        if isinstance(raw, pg.ParseError):
+            yield _unparsable(text, char_start, sql, base, end, raw)
+            continue
+        if isinstance(raw, UnicodeEncodeError):
+            raise ParseFailure(char_start + raw.start,
+                               f"text is not valid Unicode ({raw.reason})") from None
+        # The statement's type is the first key after "stmt": read it without decoding.
+        at = raw.find('"stmt":{"', 0, 200) + 9
+        kind = raw[at:raw.find('"', at, 200)] if at > 8 else ""
+        first = sql[:1]
+        start = _first_word(text, char_start, base) if first in "-/" else base
+        if kind and not wanted(kind) and raw.find('"stmt":{"', at) < 0:
+            yield Statement(start, end, kind, None, base)
+            continue
+        try:
+            tree = decode(raw)
+        except RecursionError:
+            tree = deep_call(decode, raw)
+            if tree is None:
+                yield Statement(start, end, kind, None, base,
+                                unparsed="nested too deeply to analyse")
+                continue
+        items = tree.get("stmts", [])
+        for item in items:
+            (item_kind, node), = item.get("stmt", {"": {}}).items()
+            if len(items) > 1 and ascii_text:  # rare: locations still count from ``sql``
+                at = item.get("stmt_location", 0)
+                start = _first_word(text, char_start + at, base + at)
+            yield Statement(start, end, item_kind, node, base)
+            if item_kind == "DoStmt":
+                yield from do_block(sql, node, base)
+
+
+def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # noqa: PLR0917
+                exc: pg.ParseError) -> Statement:
+    """An unparsed statement if the parser ran out of stack; else the file's ParseFailure."""
+    message = str(exc.args[0]) if exc.args else "syntax error"
+    if _STACK_DEPTH in message or message.startswith(_BISON_DEPTH):
+        return Statement(_first_word(text, char_start, base), end, "", None, base,
+                         unparsed="nested deeper than the parser allows")
+    cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
+    offset = char_start + cursor if cursor is not None else char_start + len(sql.rstrip())
+    raise ParseFailure(offset, message + missing_semicolon_hint(text, offset)) from None
+
+
+def deep_call(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)`` on a thread with a 512 MB stack and a high recursion limit.
+
+    For statements nested deeper than Python's default limit allows (a couple of hundred
+    ``CASE``, long ``||`` chains). Returns None if even that is not deep enough.
+    """
+    result: list[Any] = []
+
+    def run() -> None:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(_DEEP_RECURSION)
+        try:
+            result.append(function(*args))
+        except RecursionError:
+            pass
+        finally:
+            sys.setrecursionlimit(limit)
+
+    size = threading.stack_size(_DEEP_STACK)
+    try:
+        worker = threading.Thread(target=run, name="pgsteady-lint-deep")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(size)
+    return result[0] if result else None
+
+
+def do_block(sql: str, node: Node, base: int) -> Iterator[Statement]:
+    """The SQL statements inside a ``DO`` block's PL/pgSQL body, as embedded statements.
+
+    Each is found in the block's text (in order) to map its position back; dynamic
+    ``EXECUTE 'constant SQL'`` is included. A body that does not parse as PL/pgSQL yields one
+    unparsed statement.
+    """
+    language = "plpgsql"
+    for item in node.get("args") or ():
+        option = item.get("DefElem", {})
+        if option.get("defname") == "language":
+            language = str(option.get("arg", {}).get("String", {}).get("sval", "")).lower()
+    if language != "plpgsql":
+        return
+    try:
+        tree = json.loads(pg.parse_plpgsql_json(sql))
+    except (pg.ParseError, RecursionError, ValueError) as exc:
+        reason = str(exc.args[0]) if exc.args else type(exc).__name__
+        yield Statement(base, base + len(sql.encode("utf-8")), "DoStmt", None, base,
+                        embedded=True, unparsed=f"DO body not analysed: {reason}")
+        return
+    data = sql.encode("utf-8")
+    search_from = 0
+    for query in _plpgsql_queries(tree):
+        found = data.find(query.encode("utf-8"), search_from)
+        at = found if found >= 0 else 0
+        if found >= 0:
+            search_from = found + 1
+        try:
+            raw = pg.parse_sql_json(query)
+            parsed = json.loads(raw)
+        except (pg.ParseError, RecursionError, ValueError):
+            continue  # PL/pgSQL variables can make a query unparsable as plain SQL
+        for item in parsed.get("stmts", []):
+            (kind, stmt), = item.get("stmt", {"": {}}).items()
+            where = base + at
+            yield Statement(where, where + len(query.encode("utf-8")), kind, stmt, where,
+                            embedded=True)
+
+
+def _plpgsql_queries(node: Any) -> Iterator[str]:
+    """SQL text of ``execsql`` statements and of ``EXECUTE 'literal'`` in a PL/pgSQL tree."""
+    stack = [node]
+    found: list[str] = []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            execsql = item.get("PLpgSQL_stmt_execsql")
+            if execsql is not None:
+                query = execsql.get("sqlstmt", {}).get("PLpgSQL_expr", {}).get("query")
+                if query:
+                    found.append(str(query))
+            dynamic = item.get("PLpgSQL_stmt_dynexecute")
+            if dynamic is not None:
+                query = dynamic.get("query", {}).get("PLpgSQL_expr", {}).get("query", "")
+                literal = _string_literal(str(query))
+                if literal:
+                    found.append(literal)
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+    yield from found
+
+
+def _string_literal(expression: str) -> str | None:
+    """``'LOCK TABLE t'`` -> ``LOCK TABLE t``; anything but one plain literal -> None."""
+    expression = expression.strip()
+    if len(expression) < 2 or expression[0] != "'" or expression[-1] != "'":
+        return None
+    inner = expression[1:-1]
+    if "'" in inner.replace("''", ""):
+        return None
+    return inner.replace("''", "'")
+
+
+def _first_word(text: str, char_start: int, base: int) -> int:
+    """Byte offset of the first word at or after ``char_start``, past blanks and comments."""
+    pos = char_start
+    size = len(text)
+    while pos < size:
+        char = text[pos]
+        if char in " \t\r\n\f\v":
+            pos += 1
+        elif text.startswith("--", pos):
+            newline = text.find("\n", pos)
+            pos = size if newline < 0 else newline + 1
+        elif text.startswith("/*", pos):
+            close = text.find("*/", pos + 2)
+            pos = size if close < 0 else close + 2
+        else:
+            break
+    skipped = text[char_start:pos]
+    return base + (len(skipped) if skipped.isascii() else len(skipped.encode("utf-8")))
+
+
+def missing_semicolon_hint(text: str, offset: int) -> str:
+    """``"; is a ';' missing at the end of line N?"`` when the error sits at a statement
+    keyword that starts its line and the line before does not end with ';'; else ``""``."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    if text[line_start:offset].strip():
+        return ""
+    word = re.match(r"[A-Za-z]+", text[offset:offset + 12])
+    if not word or word[0].upper() not in _STATEMENT_WORDS:
+        return ""
+    before = text[:line_start].rstrip()
+    lines = before.split("\n")
+    while lines and (not lines[-1].strip() or lines[-1].strip().startswith("--")):
+        lines.pop()
+    if not lines or lines[-1].rstrip().endswith(";"):
+        return ""
+    return f" (is a ';' missing at the end of line {len(lines)}?)"

@@ -1,0 +1,183 @@
+"""Runner profiles: how each migration tool runs a file, so lint judges it as it will run.
+
+Whether a file runs inside a transaction decides whether ``CREATE INDEX CONCURRENTLY`` fails
+and whether a ``VALIDATE`` keeps the ``ADD``'s lock; whether the tool sets ``lock_timeout``
+decides whether a missing one is a risk; and only the Up part of a file runs. The folder
+conventions of pgsteady, Prisma, goose, golang-migrate, dbmate and Flyway live in
+:mod:`pgsteady.migrate.layouts` (shared with ``pgsteady migrate``); this module adds the
+profiles lint needs beyond them (sqitch, ``alembic upgrade --sql`` output, plain psql) and
+turns a file into a :class:`~pgsteady.migrate.lint.engine.Unit`.
+
+=================  ==================================================  ===============
+profile            transaction                                          sets timeouts
+=================  ==================================================  ===============
+pgsteady           one per file, unless ``-- pgsteady: no-transaction``  yes
+prisma             the file is one multi-statement query: one implicit   no
+                   transaction, unless it holds a single statement
+golang-migrate     as prisma (``*.up.sql`` only); popx names: ``.nontx.``  no
+                   runs outside one, other databases' files skipped
+goose              one per file unless ``-- +goose NO TRANSACTION``;    no
+                   only the ``-- +goose Up`` section
+dbmate             one per file unless ``-- migrate:up transaction:false``; no
+                   only the ``-- migrate:up`` section
+flyway             one per script unless ``executeInTransaction=false``  no
+sqitch             none added: ``deploy/`` scripts carry BEGIN/COMMIT    no
+alembic-sql        none added: ``alembic upgrade --sql`` writes them     no
+plain              none (``psql -f``: each statement commits)           no
+=================  ==================================================  ===============
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgsteady._errors_root import UsageError
+from pgsteady.migrate import layouts
+from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
+from pgsteady.migrate.lint.report import FileReport, SyntaxProblem
+
+#: Profiles lint knows; the first six are :data:`pgsteady.migrate.layouts.NAMES`.
+NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
+#: Profiles whose tool sets lock_timeout and statement_timeout itself.
+SETS_TIMEOUTS = frozenset({"pgsteady"})
+_ALEMBIC = re.compile(r"\balembic_version\b")
+# popx (ory) names: <version>_<name>[.<dialect>][.autocommit].<up|down>.sql; "autocommit"
+# runs outside a transaction (".nontx." likewise in other tools), files for other databases
+# are not PostgreSQL's, and a version's postgres file replaces its generic one.
+_NONTX = re.compile(r"\.(autocommit|nontx)\.")
+_UP = re.compile(r"^(?P<version>\d+)_.+\.up(\.nontx)?\.sql$")
+_UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
+_OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The profile used, and why (shown to the user)."""
+
+    runner: str
+    reason: str
+
+
+def check_name(name: str, where: str = "--runner") -> str:
+    """``name`` if it is a profile; UsageError listing them if not."""
+    if name not in NAMES and name != "auto":
+        raise UsageError(f"{where}: no runner profile {name!r}; use one of "
+                         f"{', '.join(NAMES)} or auto")
+    return name
+
+
+def detect(paths: Iterable[str]) -> Choice:
+    """The profile the folder's layout makes unambiguous; ``pgsteady`` otherwise."""
+    given = [Path(p) for p in paths]
+    if not given:
+        return Choice("pgsteady", "default")
+    first = given[0]
+    folder = first if first.is_dir() else first.parent
+    if first.is_file() and first.name == "migration.sql":
+        folder = folder.parent  # prisma: <timestamp>_<name>/migration.sql
+    for place in (folder, *list(folder.parents)[:2]):
+        if (place / "sqitch.plan").is_file():
+            return Choice("sqitch", f"sqitch.plan in {place}")
+    if first.is_file() and _ALEMBIC.search(_head(first)):
+        return Choice("alembic-sql", f"{first} writes alembic_version")
+    names = [p.name for p in folder.iterdir() if p.name.endswith(".sql")] \
+        if folder.is_dir() else []
+    if names and any(_NONTX.search(n) or _OTHER_DIALECT.search(n) for n in names) and all(
+            _UP_DOWN.search(n) for n in names):
+        return Choice("golang-migrate", f"up/down (popx) names in {folder}")
+    try:
+        found = layouts.detect(folder)
+    except layouts.LayoutError as exc:
+        return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --runner")
+    if found == "pgsteady":
+        return Choice("pgsteady", "no other tool's layout found")
+    return Choice(found, f"detected from {folder}")
+
+
+def _head(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(65536).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit:
+    """One file as ``runner`` runs it: its Up part (line numbers kept) and its transaction."""
+    name = display or str(path)
+    timeouts = runner in SETS_TIMEOUTS
+    if runner in layouts.NAMES:
+        try:
+            up, in_transaction = layouts.up_part(path, text, runner)
+        except layouts.LayoutError as exc:
+            raise UsageError(str(exc)) from None
+        if _NONTX.search(path.name):
+            in_transaction = False
+        padded = "\n" * (up.first_line - 1) + up.text
+        return Unit(name, padded, in_transaction, timeouts)
+    return Unit(name, text, False, timeouts)
+
+
+def folder_files(folder: Path, runner: str) -> list[Path] | None:
+    """The files of ``folder`` that ``runner`` applies, in its order (Up files only);
+    None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql)."""
+    if runner == "sqitch":
+        deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
+        return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
+    if runner == "golang-migrate":
+        # By name, not layouts.scan: popx's 20-digit versions are fine for linting.
+        ups = [p for p in folder.iterdir() if p.is_file() and _UP.match(p.name)
+               and not _OTHER_DIALECT.search(p.name)]
+        specific = {p.name.partition("_")[0] for p in ups if ".postgres." in p.name}
+        ups = [p for p in ups if ".postgres." in p.name
+               or p.name.partition("_")[0] not in specific]
+        return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
+    if runner in layouts.NAMES and runner != "pgsteady":
+        try:
+            return [f.path for f in layouts.scan(folder, runner).files]
+        except layouts.LayoutError as exc:
+            raise UsageError(str(exc)) from None
+    return None
+
+
+def files_for(paths: Iterable[str], runner: str) -> list[Path]:
+    """Files as given; folders expanded to the files ``runner`` applies, in its order."""
+    out: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        found = folder_files(path, runner) if path.is_dir() else None
+        if found is None:
+            out += collect_files([name])
+        elif not found:
+            raise UsageError(f"no {runner} migrations under {name}")
+        else:
+            out += found
+    return out
+
+
+def load(files: Iterable[Path], runner: str) -> tuple[list[Unit], dict[int, FileReport]]:
+    """Each file as a unit for ``runner``; files that are not UTF-8 become reports (by index)
+    and an empty unit in their place, so the order and the count stay."""
+    units: list[Unit] = []
+    broken: dict[int, FileReport] = {}
+    for path in files:
+        text = read_sql(path)
+        if isinstance(text, SyntaxProblem):
+            broken[len(units)] = FileReport(str(path), syntax_error=text)
+            units.append(Unit(str(path), ""))
+        else:
+            units.append(unit(path, text, runner))
+    return units, broken
+
+
+def history_for(folder: str, checked: list[Path], runner: str) -> list[Unit]:
+    """The files of ``folder`` that run before the first checked file (all of them if the
+    checked files are not in it), as units to replay."""
+    files = files_for([folder], runner)
+    resolved = [p.resolve() for p in files]
+    firsts = [resolved.index(c.resolve()) for c in checked if c.resolve() in resolved]
+    before = files[:min(firsts)] if firsts else files
+    return load(before, runner)[0]

@@ -1,0 +1,1 @@
+ALTER TYPE order_status ADD VALUE IF NOT EXISTS 'cancelled';

@@ -1,0 +1,1 @@
+ALTER TYPE order_status RENAME VALUE 'canceled' TO 'cancelled';

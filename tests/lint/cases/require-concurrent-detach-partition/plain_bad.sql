@@ -1,0 +1,1 @@
+ALTER TABLE measurements DETACH PARTITION measurements_2019;

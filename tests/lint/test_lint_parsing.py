@@ -1,0 +1,154 @@
+"""Robust parsing: deep statements, psql meta-commands, missing ';' hints, DO blocks."""
+
+from __future__ import annotations
+
+from pgsteady.migrate.lint.engine import Linter
+
+
+def found(sql: str) -> list[tuple[int, str, str]]:
+    """(line, rule, severity) of every finding; the text must parse."""
+    report = Linter().lint_text(sql, "m.sql")
+    assert report.syntax_error is None, report.syntax_error
+    return [(f.line, f.rule, f.severity) for f in report.findings]
+
+
+def test_deeply_nested_valid_sql_keeps_the_other_findings():
+    """200 nested CASEs, 1,000 || and 200-deep subqueries lint; the VACUUM FULL is still found."""
+    case = "CASE WHEN a > 1 THEN " * 200 + "1" + " END" * 200
+    concat = " || ".join(["'a'"] * 1000)
+    subquery = "SELECT * FROM " + "(SELECT * FROM " * 200 + "t" + ") x" * 200
+    sql = (f"UPDATE t SET v = {case} WHERE id = 1;\n"
+           f"UPDATE t SET w = {concat} WHERE id = 2;\n"
+           f"DELETE FROM t WHERE id IN ({subquery});\n"
+           "VACUUM FULL t;\n")
+    assert found(sql) == [(4, "ban-vacuum-full", "error")]
+
+
+def test_deep_statement_is_still_checked():
+    """A whole-table UPDATE nested 300 CASEs deep is still reported."""
+    case = "CASE WHEN a > 1 THEN " * 300 + "1" + " END" * 300
+    assert (2, "whole-table-write", "error") in found(f"SELECT 1;\nUPDATE t SET v = {case};\n")
+
+
+def test_parser_stack_limit_is_one_unparsed_warning_at_its_line():
+    """A statement the C parser refuses as too deep is a warning at its line; the rest is linted."""
+    deep = " || ".join(["'a'"] * 20000)
+    sql = f"SELECT 1;\n\nINSERT INTO t VALUES ({deep});\nVACUUM FULL t;\n"
+    assert found(sql) == [(3, "unparsed-statement", "warning"), (4, "ban-vacuum-full", "error")]
+
+
+def test_ok_without_the_deep_statement_bad_without_it():
+    """Control: the same file without the deep statement has only the VACUUM finding."""
+    assert found("SELECT 1;\nVACUUM FULL t;\n") == [(2, "ban-vacuum-full", "error")]
+
+
+def test_psql_meta_commands_are_skipped_with_a_note():
+    """\\set and \\connect lines are notes (warnings, exit 0); the SQL around them is linted."""
+    sql = ("\\set ON_ERROR_STOP on\n\\connect app\n"
+           "CREATE INDEX users_email ON users (email);\n")
+    report = Linter().lint_text(sql, "m.sql")
+    assert report.syntax_error is None
+    assert [(f.line, f.rule) for f in report.findings] == [
+        (1, "psql-meta-command"), (2, "psql-meta-command"),
+        (3, "require-concurrent-index-creation")]
+    assert "\\connect app" in report.findings[1].message
+
+
+def test_backslash_inside_strings_is_not_a_meta_command():
+    """A backslash starting a line inside a dollar-quoted string is data, not psql."""
+    assert found("SELECT $$\n\\not a command$$;\n") == []
+
+
+def test_missing_semicolon_is_hinted():
+    """A missing ';' is reported at the next statement with a hint naming the line."""
+    report = Linter().lint_text("CREATE TABLE a (id bigint PRIMARY KEY)\n\n"
+                                "CREATE INDEX a_id ON a (id);\n", "m.sql")
+    assert str(report.syntax_error) == ('m.sql:3:1: syntax error at or near "CREATE" '
+                                        "(is a ';' missing at the end of line 1?)")
+
+
+def test_other_syntax_errors_get_no_semicolon_hint():
+    """A typo inside a statement is reported without the ';' hint."""
+    report = Linter().lint_text("CREATE TABLE a (id bigint PRIMARY KEY);\nSELEC 1;\n", "m.sql")
+    assert report.syntax_error is not None
+    assert report.syntax_error.line == 2 and "missing" not in report.syntax_error.message
+
+
+def test_do_block_statements_are_linted_at_their_positions():
+    """ADD COLUMN, whole-table UPDATE, LOCK TABLE and DROP TABLE inside DO are reported."""
+    sql = ("SELECT 1;\n"
+           "DO $$\n"
+           "BEGIN\n"
+           "  ALTER TABLE users ADD COLUMN plan text NOT NULL;\n"
+           "  UPDATE users SET plan = 'free';\n"
+           "  LOCK TABLE accounts;\n"
+           "  IF true THEN\n"
+           "    DROP TABLE legacy;\n"
+           "  END IF;\n"
+           "  EXECUTE 'CREATE INDEX users_plan ON users (plan)';\n"
+           "END\n"
+           "$$;\n")
+    assert found(sql) == [
+        (4, "adding-required-field", "error"),
+        (5, "backfill-under-lock", "error"),
+        (5, "whole-table-write", "error"),
+        (6, "ban-lock-table", "error"),
+        (8, "ban-drop-table", "error"),
+        (10, "require-concurrent-index-creation", "error"),
+    ]
+
+
+def test_harmless_do_block_is_ok():
+    """A DO block that only reads or writes a few rows yields nothing."""
+    assert found("DO $$ BEGIN UPDATE settings SET v = 1 WHERE k = 'x'; END $$;\n") == []
+
+
+def test_do_block_that_does_not_parse_is_one_unparsed_warning():
+    """A PL/pgSQL body with an error is reported as unparsed, not a file syntax error."""
+    sql = "DO $$ BEGIN FOR r IN SELECT 1 LOOP DELETE FROM t; END LOOP; END $$;\n"
+    assert found(sql) == [(1, "unparsed-statement", "warning")]
+
+
+def test_concurrently_inside_do_block_is_in_a_transaction():
+    """CREATE INDEX CONCURRENTLY inside DO fails: a DO block is one transaction."""
+    sql = "DO $$ BEGIN CREATE INDEX CONCURRENTLY i ON t (a); END $$;\n"
+    report = Linter().lint_text("-- pgsteady: no-transaction\n" + sql, "m.sql")
+    assert "concurrently-in-transaction" in [f.rule for f in report.findings]
+
+
+def test_meta_command_after_sql_on_a_line():
+    """`SELECT ... \\gset` ends the statement (psql sends it); the rest of the file is linted."""
+    sql = "SELECT count(*) AS n FROM t \\gset\nSELECT 'a\\b';\nCREATE INDEX i ON t (a);\n"
+    assert found(sql) == [(1, "psql-meta-command", "warning"),
+                          (3, "require-concurrent-index-creation", "error")]
+
+
+def _parse_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "pgsteady-lint-parse"]
+
+
+def test_long_file_parse_thread_stops_on_every_exit():
+    """A long file is parsed ahead on a helper thread that is gone after a full run, after a
+    syntax error midway and after the reader stops early."""
+    from pgsteady.migrate.lint import parse
+
+    good = "".join(f"UPDATE t SET v = {i} WHERE id = {i};\n" for i in range(2000))
+    assert len(list(parse.statements(good, lambda kind: True))) == 2000
+    assert _parse_threads() == []
+    broken = good[:500] + "SELEC 1;\n" + good
+    report = Linter().lint_text(broken, "m.sql")
+    assert report.syntax_error is not None and report.syntax_error.line == 15
+    assert _parse_threads() == []
+    stream = parse.statements(good, lambda kind: True)
+    next(stream)
+    stream.close()
+    assert _parse_threads() == []
+
+
+def test_grammar_depth_limit_is_unparsed_not_a_syntax_error():
+    """Thousands of nested CASEs exhaust the grammar's stack: one unparsed warning."""
+    case = "CASE WHEN a THEN " * 5000 + "1" + " END" * 5000
+    assert found(f"SELECT {case};\nVACUUM FULL t;\n") == [
+        (1, "unparsed-statement", "warning"), (2, "ban-vacuum-full", "error")]

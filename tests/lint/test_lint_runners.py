@@ -1,0 +1,186 @@
+"""Runner profiles: each tool's transaction conventions, Up parts, order, detection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pgsteady.cli import main
+
+CONCURRENT = "CREATE INDEX CONCURRENTLY IF NOT EXISTS orders_status ON orders (status);\n"
+TIMEOUT = "SET lock_timeout = '5s';\nSET statement_timeout = '10min';\n"
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def run(capsys, *argv: str) -> tuple[int, list[tuple[str, str]], str]:
+    """(exit code, (file name, rule) per finding, stderr) of a JSON lint run without cache."""
+    code = main(["lint", "--no-cache", "--format", "json", *argv])
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    found = [(Path(f["path"]).name if Path(f["path"]).name != "migration.sql"
+              else Path(f["path"]).parent.name, f["rule"]) for f in document["findings"]]
+    return code, found, document["summary"]["runner"]
+
+
+def test_prisma_lone_concurrent_index_is_not_in_a_transaction(tmp_path, capsys):
+    """Prisma sends a one-statement file on its own: CONCURRENTLY there is fine; with a second
+    statement the file is one implicit transaction and it fails."""
+    write(tmp_path, {
+        "migration_lock.toml": 'provider = "postgresql"\n',
+        "20240101000000_index/migration.sql": CONCURRENT,
+        "20240102000000_two/migration.sql": TIMEOUT + CONCURRENT,
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert runner == "prisma"
+    assert found == [("20240102000000_two", "concurrently-in-transaction")]
+    assert code == 1
+
+
+def test_goose_no_transaction_and_down_section(tmp_path, capsys):
+    """goose: NO TRANSACTION files may use CONCURRENTLY; the Down section is not linted."""
+    write(tmp_path, {
+        "00001_index.sql": "-- +goose NO TRANSACTION\n-- +goose Up\n" + CONCURRENT +
+                           "-- +goose Down\nDROP INDEX orders_status;\nDROP TABLE orders;\n",
+        "00002_index.sql": "-- +goose Up\n" + CONCURRENT + "-- +goose Down\n",
+    })
+    _, found, runner = run(capsys, str(tmp_path))
+    assert runner == "goose"
+    assert found == [("00002_index.sql", "concurrently-in-transaction")]
+
+
+def test_goose_validate_in_no_transaction_file_is_fine(tmp_path, capsys):
+    """validate-in-same-transaction does not fire when goose runs the file without one."""
+    body = ("-- +goose Up\n" + TIMEOUT +
+            "ALTER TABLE orders ADD CONSTRAINT c CHECK (total > 0) NOT VALID;\n"
+            "ALTER TABLE orders VALIDATE CONSTRAINT c;\n")
+    write(tmp_path, {"00001_a.sql": "-- +goose NO TRANSACTION\n" + body,
+                     "00002_b.sql": body})
+    _, found, _ = run(capsys, str(tmp_path))
+    assert found == [("00002_b.sql", "validate-in-same-transaction")]
+
+
+def test_dbmate_transaction_false(tmp_path, capsys):
+    """dbmate: `-- migrate:up transaction:false` runs outside a transaction."""
+    write(tmp_path, {
+        "20240101_a.sql": "-- migrate:up transaction:false\n" + CONCURRENT + "-- migrate:down\n",
+        "20240102_b.sql": "-- migrate:up\n" + CONCURRENT + "-- migrate:down\n",
+    })
+    _, found, runner = run(capsys, str(tmp_path))
+    assert runner == "dbmate"
+    assert found == [("20240102_b.sql", "concurrently-in-transaction")]
+
+
+def test_golang_migrate_up_files_only(tmp_path, capsys):
+    """golang-migrate: .up.sql files only, each a multi-statement query like Prisma's."""
+    write(tmp_path, {
+        "1_index.up.sql": CONCURRENT,
+        "1_index.down.sql": "DROP TABLE orders;\n",
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert (runner, found, code) == ("golang-migrate", [], 0)
+
+
+def test_flyway_order_and_execute_in_transaction(tmp_path, capsys):
+    """Flyway: V2 runs before V10 (the type known from V2), and a header can turn off the
+    transaction."""
+    write(tmp_path, {
+        "V2__create.sql": "CREATE TABLE users (id bigint PRIMARY KEY, name varchar(50));\n",
+        "V10__widen.sql": TIMEOUT + "ALTER TABLE users ALTER COLUMN name TYPE text;\n",
+        "V11__index.sql": "-- flyway:executeInTransaction=false\n" + CONCURRENT,
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert (runner, found, code) == ("flyway", [], 0)
+
+
+def test_runner_without_timeouts_needs_lock_timeout(tmp_path, capsys):
+    """Only pgsteady migrate sets lock_timeout itself: under prisma a bare ALTER is reported."""
+    write(tmp_path, {"migration_lock.toml": "",
+                     "20240101000000_a/migration.sql": "ALTER TABLE users ADD COLUMN x int;\n"})
+    _, found, _ = run(capsys, str(tmp_path))
+    assert found == [("20240101000000_a", "require-lock-timeout"),
+                     ("20240101000000_a", "require-statement-timeout")]
+    _, found, _ = run(capsys, "--runner", "pgsteady", str(tmp_path / "20240101000000_a"))
+    assert found == []
+
+
+def test_sqitch_deploy_only_and_its_own_begin(tmp_path, capsys):
+    """sqitch: deploy/ scripts carry their own BEGIN/COMMIT; revert/ is not linted."""
+    write(tmp_path, {
+        "sqitch.plan": "%project=app\n",
+        "deploy/index.sql": CONCURRENT,
+        "deploy/users.sql": "BEGIN;\n" + TIMEOUT + CONCURRENT + "COMMIT;\n",
+        "revert/users.sql": "DROP TABLE users;\n",
+    })
+    _, found, runner = run(capsys, str(tmp_path))
+    assert runner == "sqitch"
+    assert found == [("users.sql", "concurrently-in-transaction")]
+
+
+def test_plain_and_alembic_sql(tmp_path, capsys):
+    """plain (psql -f) autocommits; alembic --sql output is detected and its BEGIN counts."""
+    write(tmp_path, {"a.sql": CONCURRENT,
+                     "upgrade.sql": "BEGIN;\nCREATE TABLE alembic_version (v text);\n"
+                                    + TIMEOUT + CONCURRENT + "COMMIT;\n"})
+    _, found, runner = run(capsys, "--runner", "plain", str(tmp_path / "a.sql"))
+    assert (runner, found) == ("plain", [])
+    _, found, runner = run(capsys, str(tmp_path / "upgrade.sql"))
+    assert runner == "alembic-sql"
+    assert found == [("upgrade.sql", "concurrently-in-transaction")]
+
+
+def test_runner_from_config_and_text_summary_names_it(tmp_path, monkeypatch, capsys):
+    """`runner = "goose"` in [tool.pgsteady.lint] is used, and the text summary says so."""
+    write(tmp_path, {"pyproject.toml": '[tool.pgsteady.lint]\nrunner = "goose"\n',
+                     "m/1_a.sql": "-- +goose NO TRANSACTION\n-- +goose Up\n" + CONCURRENT})
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint", "--no-cache", "m/1_a.sql"]) == 0
+    assert "runner profile goose (from config)" in capsys.readouterr().err
+
+
+def test_unknown_runner_is_a_usage_error(tmp_path, capsys):
+    """A misspelled runner exits 2 naming the profiles."""
+    (tmp_path / "a.sql").write_text("SELECT 1;\n")
+    assert main(["lint", "--runner", "gose", str(tmp_path / "a.sql")]) == 2
+    assert "no runner profile 'gose'; use one of pgsteady, prisma" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("runner", ["pgsteady", "flyway"])
+def test_in_transaction_runners_still_flag_concurrently(tmp_path, capsys, runner):
+    """Control: where the runner does wrap the file, CONCURRENTLY is still reported."""
+    (tmp_path / "V1__a.sql").write_text(CONCURRENT)
+    _, found, _ = run(capsys, "--runner", runner, str(tmp_path / "V1__a.sql"))
+    assert found == [("V1__a.sql", "concurrently-in-transaction")]
+
+
+def test_popx_nontx_name_and_other_dialects(tmp_path, capsys):
+    """popx (ory): an `.autocommit.` name runs outside a transaction; MySQL/SQLite files are
+    skipped; a version's postgres file replaces its generic one."""
+    write(tmp_path, {
+        "20240101000001000000_index.autocommit.up.sql": CONCURRENT,
+        "20240101000004000000_y.up.sql": "ALTER TABLE t ADD COLUMN c int CHECK (c > 0);\n",
+        "20240101000004000000_y.postgres.up.sql": TIMEOUT + "ALTER TABLE t ADD COLUMN c int;\n",
+        "20240101000002000000_index.postgres.up.sql": CONCURRENT,
+        "20240101000003000000_x.mysql.up.sql": "ALTER TABLE t MODIFY c int;\n",
+        "20240101000003000000_x.sqlite3.up.sql": "PRAGMA foreign_keys = off;\n",
+        "20240101000001000000_index.down.sql": "DROP INDEX orders_status;\n",
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert runner == "golang-migrate"
+    assert found == [] and code == 0
+
+
+def test_help_lists_every_profile():
+    """--help names the same profiles the runners module knows."""
+    from pgsteady.cli.lint import PROFILES
+    from pgsteady.migrate.lint.runners import NAMES
+
+    assert PROFILES.split(", ") == list(NAMES)
