@@ -409,6 +409,9 @@ class Health:
         """Serve the three endpoints from a stdlib HTTP server in a daemon thread (for
         workers without a web server); ``port=0`` picks a free one. Stop it with ``stop()``
         or ``with``."""
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise UsageError(f"port must be a whole number from 0 to 65535 (0: any free one), "
+                             f"got {port!r}")
         return HealthServer(self, host, port).start()
 
 

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from pgsteady import Database
 from pgsteady.errors import UsageError
-from pgsteady.guards import CircuitBreaker, KeyedLimiter, MemoryBackend, StaleCache
+from pgsteady.guards import CircuitBreaker, KeyedLimiter, MemoryBackend, StaleCache, bounded
 from pgsteady.guards.backends import RedisBackend
 from pgsteady.guards.limits import AsyncKeyedLimiter
 from pgsteady.health import Health, breaker_check, db_check
@@ -63,6 +63,10 @@ BAD: dict[str, tuple[Callable[[], Any], str]] = {
     "instrument registry text": (lambda: instrument(_db(), "reg"), "registry"),  # type: ignore[arg-type]
     "instrument name number": (lambda: instrument(_db(), CollectorRegistry(), name=5),
                                "name"),  # type: ignore[arg-type]
+    "health serve port too big": (lambda: Health({}).serve(99999), "port"),
+    "health serve port text": (lambda: Health({}).serve("8081"), "port"),  # type: ignore[arg-type]
+    "bounded max_rows text": (lambda: bounded(_db(), "select 1", max_rows="10"), "max_rows"),
+    "bounded db text": (lambda: bounded("db", "select 1"), "Database"),  # type: ignore[arg-type]
 }
 
 
