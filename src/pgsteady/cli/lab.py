@@ -225,6 +225,9 @@ def run_pool_drain(args: argparse.Namespace) -> int:
         parent = Path(path) if path == args.out else Path(path).resolve().parent
         if parent.exists() and not parent.is_dir():
             raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
+    if args.json and Path(args.json).is_dir():
+        raise UsageError(f"--json {args.json} is a folder; give it a file name such as "
+                         f"{Path(args.json) / 'pool-drain.json'}")
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)
