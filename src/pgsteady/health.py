@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
+from pgsteady import _checks
 from pgsteady.errors import UsageError
 from pgsteady.guards.backends import RedisBackend
 from pgsteady.guards.breaker import CircuitBreaker
@@ -87,6 +88,9 @@ def db_check(db: Any) -> Check:
     that reports whether the server is a primary."""
     from pgsteady.arunner import AsyncDatabase  # noqa: PLC0415 - avoid an import cycle
 
+    if not (callable(getattr(db, "fetchone", None)) and callable(getattr(db, "run", None))):
+        raise UsageError(f"db_check needs a Database or AsyncDatabase, got "
+                         f"{type(db).__name__} {db!r}")
     deep_sql = "SELECT pg_is_in_recovery(), current_setting('server_version')"
 
     def describe(row: Any) -> CheckResult:
@@ -161,6 +165,10 @@ _BREAKER_STATUS: dict[str, Status] = {"closed": "pass", "half-open": "warn", "op
 
 def breaker_check(breaker: CircuitBreaker) -> Check:
     """No I/O: closed passes, half-open warns, open fails (observed: its state)."""
+    if not isinstance(breaker, CircuitBreaker):
+        raise UsageError(f"breaker_check needs a CircuitBreaker, got "
+                         f"{type(breaker).__name__} {breaker!r}")
+
     def probe(_timeout: float) -> CheckResult:
         stats = breaker.stats()
         status = _BREAKER_STATUS[stats.state]
@@ -223,11 +231,14 @@ class Health:
     def __init__(self, checks: Mapping[str, Check | Callable[[], Any]] | None = None, *,
                  timeout: float = 1.0, deep_timeout: float = 3.0, service: str | None = None,
                  version: str | None = None, max_threads: int = 16) -> None:
-        if timeout <= 0 or deep_timeout <= 0:
-            raise UsageError("health timeouts must be positive durations in seconds")
-        self.checks = {name: _as_check(check) for name, check in (checks or {}).items()}
-        self.timeout = timeout
-        self.deep_timeout = deep_timeout
+        if checks is not None and not isinstance(checks, Mapping):
+            raise UsageError(f"checks must map names to checks, e.g. {{'db': db_check(db)}}; "
+                             f"got {type(checks).__name__}")
+        self.checks = {_checks.text(name, "a check's name"): _as_check(check)
+                       for name, check in (checks or {}).items()}
+        self.timeout = _checks.finite_seconds(timeout, "timeout")
+        self.deep_timeout = _checks.finite_seconds(deep_timeout, "deep_timeout")
+        _checks.whole(max_threads, "max_threads")
         self.service = service
         self.version = version
         self._started = time.monotonic()
@@ -398,6 +409,9 @@ class Health:
         """Serve the three endpoints from a stdlib HTTP server in a daemon thread (for
         workers without a web server); ``port=0`` picks a free one. Stop it with ``stop()``
         or ``with``."""
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise UsageError(f"port must be a whole number from 0 to 65535 (0: any free one), "
+                             f"got {port!r}")
         return HealthServer(self, host, port).start()
 
 

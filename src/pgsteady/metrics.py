@@ -20,7 +20,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import REGISTRY, CollectorRegistry
 from psycopg.conninfo import conninfo_to_dict
 
+from pgsteady import _checks
 from pgsteady._core import DatabaseStats
+from pgsteady.errors import UsageError
 
 PHASES = ("queued", "connecting", "running")
 
@@ -107,6 +109,14 @@ def instrument(db: _HasStats, registry: CollectorRegistry | None = None, *,
                name: str | None = None) -> ClientCollector:
     """Report ``db``'s pool in ``registry`` (the default one unless given), labelled with
     its ``service`` and ``name`` (default: the database it connects to)."""
+    if not callable(getattr(db, "stats", None)) or not hasattr(db, "settings"):
+        raise UsageError(f"instrument needs a Database or AsyncDatabase, got "
+                         f"{type(db).__name__} {db!r}")
+    if registry is not None and not isinstance(registry, CollectorRegistry):
+        raise UsageError(f"registry must be a prometheus_client CollectorRegistry or None, "
+                         f"got {type(registry).__name__} {registry!r}")
+    if name is not None:
+        _checks.text(name, "name (the database label)")
     target = REGISTRY if registry is None else registry
     service = str(getattr(db.settings, "service", "pgsteady"))
     label = name if name is not None else _database_name(db)

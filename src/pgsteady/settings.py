@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeAlias
 
+import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgsteady import sqltext
@@ -156,3 +157,26 @@ class SessionSettings:
         calls = ", ".join(f"set_config(%s, %s, {local})" for _ in self.values())
         params = tuple(x for item in self.values().items() for x in item)
         return f"SELECT {calls}", params
+
+
+def connect_timeout_kwargs(dsn: str, default: int) -> dict[str, Any]:
+    """``{"connect_timeout": default}`` unless the DSN (key or URL query) or
+    ``PGCONNECT_TIMEOUT`` already sets one: the user's own timeout wins, as libpq users expect."""
+    if os.environ.get("PGCONNECT_TIMEOUT", "").strip():
+        return {}
+    try:
+        given = "connect_timeout" in conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        given = False   # psycopg.connect names the bad DSN itself
+    return {} if given else {"connect_timeout": default}
+
+
+def refuse_admin_console(conn: Any, flag: str = "--dsn") -> None:
+    """A connection that reached PgBouncer's admin console where PostgreSQL (or a pooled
+    database) was meant is a usage error naming the mistake, not a "cannot connect"."""
+    server = conn.info.parameter_status("server_version") or ""
+    if server.endswith("/bouncer"):
+        conn.close()
+        raise UsageError(f"{flag} points at PgBouncer's admin console (dbname=pgbouncer), not at "
+                         "a database; give PostgreSQL's DSN, or PgBouncer's with your "
+                         "database's name")

@@ -187,6 +187,9 @@ def test_blockers_cancel_and_refusals(pgsteady_database, capsys):
     assert "checkpointer" in capsys.readouterr().err
     assert main(["blockers", "--dsn", dsn, "--terminate", "999999", "--yes"]) == 1
     assert "no session with pid 999999" in capsys.readouterr().err
+    assert main(["blockers", "--dsn", dsn, "--terminate", "999999", "--yes", "--json"]) == 1
+    out, err = capsys.readouterr()   # with --json the error reaches stdout as JSON too
+    assert json.loads(out)["error"]["exit_code"] == 1 and "999999" in err
 
 
 def test_doctor_session_is_labelled_and_read_only(pgsteady_database):
@@ -251,3 +254,16 @@ def test_terminate_asks_on_a_terminal(pgsteady_database):
             assert expected in out
     finally:
         victim.close()
+
+
+@pytest.mark.parametrize("argv", [
+    ["doctor", "--dsn", "host=127.0.0.1 port=1", "--timeout", "0"],
+    ["blockers", "--dsn", "host=127.0.0.1 port=1", "--timeout", "0"],
+    ["doctor", "--pgbouncer", "host=127.0.0.1 port=1 dbname=pgbouncer", "--samples", "61"],
+], ids=["doctor-timeout-0", "blockers-timeout-0", "doctor-samples-61"])
+def test_impossible_limits_are_usage_errors(argv, capsys):
+    """--timeout 0 (was a QueryCanceled failure, exit 1) and --samples above 60 (was silently
+    60, about a minute): exit 2 in one line naming the option, before connecting."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and argv[-2] in err

@@ -128,3 +128,13 @@ def test_lab_up_prints_dsns_and_cleans_up_on_ctrl_c():
     time.sleep(0.2)
     assert not workdir.exists()
     assert not _processes_using(workdir)
+
+
+def test_pool_drain_json_that_is_a_folder_is_refused_before_the_run(tmp_path, capsys):
+    """`lab pool-drain --json DIR` is a usage error at once (it used to run the whole lab, then
+    end in an IsADirectoryError traceback)."""
+    from pgsteady.cli import main
+
+    assert main(["lab", "pool-drain", "--strategy", "steady", "--json", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--json" in err and str(tmp_path) in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -137,6 +138,35 @@ def test_ctrl_c_during_pool_drain_prints_no_traceback(base_dir):
     assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert "pgsteady: interrupted" in err
+
+
+def test_lab_dir_is_removed_while_an_interrupted_initdb_still_writes(tmp_path):
+    """Ctrl-C during `lab up` interrupts initdb, whose backend goes on writing into the data
+    directory for a moment: the removal outlasts it instead of leaving a directory with no
+    owner file (which no later sweep would remove)."""
+    from pgsteady.lab.cluster import remove_tree
+
+    lab_dir = tmp_path / "pgsteady-lab-x"
+    (lab_dir / "pgdata" / "global").mkdir(parents=True)
+    for i in range(300):
+        (lab_dir / "pgdata" / "global" / str(i)).write_text("x")
+    stop = time.monotonic() + 0.4
+
+    def late_writer() -> None:  # plays the orphaned `postgres --boot`
+        i = 0
+        while time.monotonic() < stop:
+            with contextlib.suppress(OSError):  # into the folders that are still there
+                (lab_dir / "pgdata" / "global" / f"late{i}").write_text("x")
+            i += 1
+            time.sleep(0.001)
+
+    writer = threading.Thread(target=late_writer)
+    writer.start()
+    try:
+        remove_tree(lab_dir)
+    finally:
+        writer.join()
+    assert not lab_dir.exists()
 
 
 def test_a_port_taken_between_pick_and_bind_is_replaced(monkeypatch, pgsteady_stack):

@@ -56,7 +56,8 @@ def test_outage_needs_ten_seconds_in_a_row_below_half():
     ("kwargs", "complaint"),
     [
         ({"deploy_at": 70.0}, "--deploy-at 70s lies outside the 60 s run"),
-        ({"replicas": 0}, "--replicas must be at least 1"),
+        ({"replicas": 0}, "--replicas must be between 1 and 16"),
+        ({"replicas": 500}, "--replicas must be between 1 and 16"),
         ({"rate": 0}, "--rate must be at least 1"),
         ({"long_query_at": (61.0,)}, "--long-query-at 61s lies outside"),
         ({"strategies": ("pgx",)}, "unknown strategy 'pgx'"),
@@ -68,7 +69,8 @@ def test_bad_knobs_are_usage_errors(kwargs, complaint):
         LockQueueConfig(**kwargs)
 
 
-@pytest.mark.parametrize("argv", [["--deploy-at", "90s"], ["--replicas", "0"], ["--rate", "0"]])
+@pytest.mark.parametrize("argv", [["--deploy-at", "90s"], ["--replicas", "0"], ["--rate", "0"],
+                                  ["--replicas", "500"], ["--json", "/tmp"]])
 def test_bad_knobs_exit_2_in_one_line(argv):
     """The CLI turns a bad knob into one line on stderr and exit code 2."""
     out = subprocess.run([*PGSTEADY, "lab", "lock-queue", *argv], capture_output=True,

@@ -135,12 +135,20 @@ def test_shortened_for_comes_from_the_config(tmp_path):
         ("lock_queue_length = -1\n", "is negative"),
         ('lock_queue_length = "many"\n', "must be a number"),
         ("lock_queue_length = \n", "not valid TOML"),
+        ("lock_queue_length = inf\n", "not a finite number"),
+        ("lock_queue_length = nan\n", "not a finite number"),
+        ("lock_queue_length_for = nan\n", "not a finite duration"),
+        (b"\xc2\x00 binary", "not UTF-8 text"),
     ],
 )
 def test_bad_config_is_one_line_and_exit_2(tmp_path, content, complaint):
-    """Unknown keys, negative or malformed values: one line naming the key, exit 2."""
+    """Unknown keys, negative, infinite or malformed values, a binary file: one line naming
+    the key, exit 2."""
     cfg = tmp_path / "alerts.toml"
-    cfg.write_text(content)
+    if isinstance(content, bytes):
+        cfg.write_bytes(content)
+    else:
+        cfg.write_text(content)
     done = subprocess.run([*PGSTEADY, "alerts", "--config", str(cfg)], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 2

@@ -90,3 +90,12 @@ def test_directives_may_carry_a_reason(tmp_path):
         "0001_idx.sql": "-- pgsteady: no-transaction -- built without locking writes\n"
                         "CREATE INDEX CONCURRENTLY i ON t (a);\n"})
     assert not source.load_dir(folder)[0].transactional
+
+
+def test_a_file_given_as_the_folder_says_so(tmp_path):
+    """--dir naming a file says it is a file, not that it does not exist."""
+    path = tmp_path / "0001_x.sql"
+    path.write_text("select 1;\n")
+    result = run_cli("migrate", "--dsn", "host=127.0.0.1 port=1", "--dir", str(path))
+    assert result.returncode == 2
+    assert "a file, not a folder" in result.stderr and "--dir" in result.stderr

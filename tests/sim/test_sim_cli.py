@@ -54,6 +54,7 @@ def test_out_writes_the_labs_files(tmp_path):
         (["pool-drain", "--strategy", "steady-async"], "unknown strategy"),
         (["pool-drain", "--deadline", "soon"], "is not a duration"),
         (["pool-drain", "--poolers", "0"], "--poolers must be at least 1"),
+        (["pool-drain", "--runs", "1000000", "--duration", "3600s"], "at most 100,000 in one"),
         (["phase-map", "--x", "colour=1:2"], "unknown phase-map knob 'colour'"),
         (["phase-map", "--x", "pool-size=40:2"], "from low to high"),
         (["phase-map", "--y", "pool-size=2:4"], "different knobs"),

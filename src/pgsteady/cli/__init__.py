@@ -15,8 +15,11 @@ import io
 import itertools
 import json
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 from pgsteady._errors_root import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
@@ -92,6 +95,15 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return any(t == "--json" or t.startswith("--json=") or t == "--format=json"
                for t in tokens) or any(a == "--format" and b == "json"
                                        for a, b in itertools.pairwise(tokens))
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: what a verb started (a migration's statement, a lab)
+    is cancelled or stopped, instead of the process dying with it still running."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
 
 
 class _Watched(io.TextIOBase):
@@ -174,8 +186,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(name)s: %(message)s", stream=sys.stderr)
     out = _Watched(sys.stdout)
     sys.stdout = out  # a verb that already wrote its JSON (its error in it) gets no second one
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    if on_main_thread:
+        signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         code: int = args.run(args)
+    except _Terminated:
+        return _fail(143, "pgsteady: terminated (SIGTERM)", "Terminated", as_json=as_json)
     except KeyboardInterrupt:
         return _fail(130, "pgsteady: interrupted", "KeyboardInterrupt", as_json=as_json)
     except PgsteadyError as exc:
@@ -201,4 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if sys.stdout is out:
             sys.stdout = out.inner
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous_sigterm if previous_sigterm is not None
+                          else signal.SIG_DFL)
     return code

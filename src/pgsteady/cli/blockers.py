@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from pgsteady.cli import _args
-from pgsteady.errors import EXIT_FAILURE, EXIT_OK, UsageError
+from pgsteady.errors import EXIT_FAILURE, EXIT_OK, PgsteadyError, UsageError
 
 SCHEMA_VERSION = 1
 ENDABLE = ("client backend", "autovacuum worker")
@@ -57,6 +57,8 @@ def _dsn(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from pgsteady.inspect.postgres import take_snapshot
 
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be more than 0, e.g. 10s")
     snap = take_snapshot(_dsn(args), timeout=args.timeout)
     if args.terminate or args.cancel:
         return end_session(args, snap)
@@ -153,9 +155,8 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
     verb = "terminate" if args.terminate else "cancel"
     session = next((s for s in snap.sessions if s.pid == pid), None)
     if session is None:
-        print(f"pgsteady: no session with pid {pid} on this server (it may have ended); "
-              f"run pgsteady blockers to see the current ones", file=sys.stderr)
-        return EXIT_FAILURE
+        raise PgsteadyError(f"no session with pid {pid} on this server (it may have ended); "
+                            f"run pgsteady blockers to see the current ones")
     if session.backend_type not in ENDABLE:
         raise UsageError(f"pid {pid} is PostgreSQL's own {session.backend_type or 'process'}, "
                          f"not a session; pgsteady ends only client sessions and autovacuum "

@@ -76,6 +76,11 @@ def examine(args: argparse.Namespace) -> Examination:
     from pgsteady.inspect.findings import Thresholds, postgres_findings, rank
     from pgsteady.inspect.findings_pgbouncer import pgbouncer_findings
 
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be more than 0, e.g. 10s")
+    if args.samples > pgbouncer.MAX_SAMPLES:
+        raise UsageError(f"--samples must be at most {pgbouncer.MAX_SAMPLES} (one look, not "
+                         "a monitor: use pgsteady watch for longer)")
     dsn = args.dsn if args.dsn is not None else os.environ.get("PGSTEADY_DSN")
     if dsn is None and not args.pgbouncer and not args.pgbouncer_log:
         if not any(k.startswith("PG") and k != "PGSTEADY_DSN" for k in os.environ):

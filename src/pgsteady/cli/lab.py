@@ -172,6 +172,19 @@ def _stop_on_signals() -> None:
     signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
+def _check_outputs(args: argparse.Namespace, name: str) -> None:
+    """--json and --out must be writable where they point, checked before a long run starts."""
+    from pathlib import Path
+
+    for path in filter(None, (args.json, args.out)):
+        parent = Path(path) if path == args.out else Path(path).resolve().parent
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
+    if args.json and Path(args.json).is_dir():
+        raise UsageError(f"--json {args.json} is a folder; give it a file name such as "
+                         f"{Path(args.json) / name}")
+
+
 def run_up(args: argparse.Namespace) -> int:
     cluster = Cluster(
         pool_mode=args.pool_mode, pool_size=args.pool_size, min_pool_size=args.min_pool_size,
@@ -234,10 +247,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
         burst_start=burst.start, burst_end=burst.end, duration=args.duration,
         runs=args.runs, stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
         ceiling_duration=args.ceiling_duration)
-    for path in filter(None, (args.json, args.out)):
-        parent = Path(path) if path == args.out else Path(path).resolve().parent
-        if parent.exists() and not parent.is_dir():
-            raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
+    _check_outputs(args, "pool-drain.json")
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)
@@ -284,10 +294,7 @@ def run_lock_queue(args: argparse.Namespace) -> int:
         probe_failures=args.probe_failures, max_connections=args.max_connections,
         lock_timeout=args.lock_timeout, log_statement_timeout=args.log_statement_timeout,
         runs=args.runs)
-    for path in filter(None, (args.json, args.out)):
-        parent = Path(path) if path == args.out else Path(path).resolve().parent
-        if parent.exists() and not parent.is_dir():
-            raise UsageError(f"{parent} is not a directory; choose another --out/--json path")
+    _check_outputs(args, "lock-queue.json")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     out = Console(width=None if sys.stdout.isatty() else 200)
     err = Console(stderr=True)

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
+from pgsteady import _checks
 from pgsteady.errors import CacheUnavailable, UsageError
 
 if TYPE_CHECKING:
@@ -55,9 +56,7 @@ class MemoryBackend:
     stores_objects = True
 
     def __init__(self, max_entries: int = 10_000) -> None:
-        if max_entries < 1:
-            raise UsageError(f"max_entries must be at least 1, got {max_entries}")
-        self.max_entries = max_entries
+        self.max_entries = _checks.whole(max_entries, "max_entries")
         self._lock = threading.Lock()
         # key -> (value, stored_at, expires_at), monotonic clock
         self._entries: OrderedDict[str, tuple[Any, float, float]] = OrderedDict()
@@ -218,6 +217,9 @@ class RedisBackend:
         import redis as redis_sync  # noqa: PLC0415 - the redis extra is optional
         import redis.asyncio as redis_async  # noqa: PLC0415
 
+        if not isinstance(url, str):
+            raise UsageError(f"url must be a Redis URL string such as redis://host:6379/0, "
+                             f"got {type(url).__name__}")
         if timeout <= 0:
             raise UsageError(f"timeout must be positive, got {timeout!r}")
         self.url = redact_url(url)

@@ -21,9 +21,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
-from pgsteady.errors import CircuitOpen, UsageError
+from pgsteady import _checks
+from pgsteady.errors import CircuitOpen
 
 log = logging.getLogger("pgsteady.guards")
 
@@ -66,25 +68,20 @@ class CircuitBreaker:
     """
 
     def __init__(self, name: str, *, failure_rate: float = 0.5, min_calls: int = 10,
-                 window: float = 30.0, open_for: float = 5.0, half_open_calls: int = 1,
+                 window: float | timedelta = 30.0,
+                 open_for: float | timedelta = 5.0, half_open_calls: int = 1,
                  failure_on: tuple[type[BaseException], ...] = (Exception,)) -> None:
-        if not 0 < failure_rate <= 1:
-            raise UsageError(f"failure_rate must be in (0, 1], got {failure_rate!r}")
-        if min_calls < 1 or half_open_calls < 1:
-            raise UsageError("min_calls and half_open_calls must be at least 1")
-        if window <= 0 or open_for <= 0:
-            raise UsageError("window and open_for must be positive durations in seconds")
-        self.name = name
-        self.failure_rate = failure_rate
-        self.min_calls = min_calls
-        self.window = window
-        self.open_for = open_for
-        self.half_open_calls = half_open_calls
-        self.failure_on = failure_on
+        self.name = _checks.text(name, "CircuitBreaker name")
+        self.failure_rate = _checks.fraction(failure_rate, "failure_rate")
+        self.min_calls = _checks.whole(min_calls, "min_calls")
+        self.window = _checks.finite_seconds(window, "window")
+        self.open_for = _checks.finite_seconds(open_for, "open_for")
+        self.half_open_calls = _checks.whole(half_open_calls, "half_open_calls")
+        self.failure_on = _checks.exception_types(failure_on, "failure_on")
         self._lock = threading.Lock()
         # The window as WINDOW_BUCKETS time buckets [start, calls, failures]: memory stays
         # bounded however many calls a second go through (resilience4j does the same).
-        self._bucket_width = window / WINDOW_BUCKETS
+        self._bucket_width = self.window / WINDOW_BUCKETS
         self._buckets: deque[list[float]] = deque()
         self._calls_in_window = 0
         self._failures_in_window = 0

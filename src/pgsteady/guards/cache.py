@@ -112,6 +112,9 @@ class _Rules:
             raise UsageError(f"need fresh_for <= stale_for, both in seconds; got fresh_for="
                              f"{fresh_for!r}, stale_for={stale_for!r}")
         self.fresh_for, self.stale_for = fresh, stale
+        if backend is not None and not isinstance(backend, Backend):
+            raise UsageError(f"backend must be a MemoryBackend, a RedisBackend or None, got "
+                             f"{type(backend).__name__} {backend!r}")
         self.backend: Backend = backend if backend is not None else MemoryBackend(max_entries)
         self.codec = codec
         self.stale_on = STALE_ON + tuple(stale_on)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.abc import Params, Query
 
+from pgsteady import _checks
 from pgsteady.errors import CacheUnavailable, LimitExceeded, UsageError
 from pgsteady.guards.backends import Backend, MemoryBackend
 from pgsteady.settings import Duration, pg_interval, to_seconds
@@ -51,8 +52,10 @@ class _Limits:
     """What both limiters share: arguments, the wait's pacing, the error."""
 
     def __init__(self, max_per_key: int, backend: Backend | None, lease: Duration) -> None:
-        if max_per_key < 1:
-            raise UsageError(f"max_per_key must be at least 1, got {max_per_key}")
+        _checks.whole(max_per_key, "max_per_key")
+        if backend is not None and not isinstance(backend, Backend):
+            raise UsageError(f"backend must be a MemoryBackend, a RedisBackend or None, got "
+                             f"{type(backend).__name__} {backend!r}")
         seconds = to_seconds(lease, "lease")
         if not seconds:
             raise UsageError("lease must be a positive duration: it is how long a dead "
@@ -262,8 +265,7 @@ class _Bounds:
                  deadline: Duration, wait: Duration) -> None:
         if limiter is not None and key is None:
             raise UsageError("bounded(): a limiter needs a key (e.g. key=f'org:{org_id}')")
-        if max_rows < 1:
-            raise UsageError(f"max_rows must be at least 1, got {max_rows}")
+        _checks.whole(max_rows, "max_rows")
         self.query: Any = query
         self.params, self.key, self.max_rows = params, key, max_rows
         self.timeouts = (pg_interval(to_seconds(statement_timeout, "statement_timeout")),
@@ -300,6 +302,8 @@ def bounded(db: Database, query: Query, params: Params | None = None, *,
     """Run one read-only query with short timeouts and a row cap, in ``limiter``'s slot for
     ``key``. ``deadline`` covers the wait for a slot and the query; ``wait`` (default: up to
     the deadline, or 0.1 s without one) bounds the wait for a slot alone."""
+    if not callable(getattr(db, "run", None)):
+        raise UsageError(f"bounded() needs a Database, got {type(db).__name__} {db!r}")
     bounds = _Bounds(query, params, key=key, limiter=limiter,
                      statement_timeout=statement_timeout, lock_timeout=lock_timeout,
                      max_rows=max_rows, deadline=deadline, wait=wait)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -209,6 +210,9 @@ def _duration(key: str, raw: Any) -> float:
                          "\"30s\", \"5m\" or \"1h\" (negative durations are refused)")
     if seconds < 0:
         raise UsageError(f"alerts config: {key} = {raw!r} is negative; durations must be >= 0")
+    if not math.isfinite(seconds):  # a rule that waits for ever never fires
+        raise UsageError(f"alerts config: {key} = {raw!r} is not a finite duration; write "
+                         "it like \"30s\", \"5m\" or \"1h\"")
     return seconds
 
 
@@ -252,6 +256,8 @@ class AlertConfig:
             if raw < 0:
                 raise UsageError(f"alerts config: {key} = {raw} is negative; thresholds are "
                                  ">= 0")
+            if not math.isfinite(raw):  # `>= inf` / `>= nan` never fires
+                raise UsageError(f"alerts config: {key} = {raw} is not a finite number")
             values[key] = float(raw)
         return cls(values, source)
 
@@ -285,6 +291,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text; give --config a TOML file") from None
 
 
 def _q(text: str) -> str:

@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from pgsteady.errors import LabError, UsageError
@@ -48,6 +49,21 @@ def make_workdir(base_dir: str | Path | None, who: RunAs, prefix: str = "pgstead
         raise LabError(f"{base} is not reachable by OS user {who.user!r}, which runs the "
                        f"servers; pass a directory it can enter (--dir), e.g. /tmp")
     return path
+
+
+def remove_tree(path: Path, *, within: float = 3.0) -> None:
+    """Remove ``path``, again until it is gone or ``within`` seconds pass: an initdb that Ctrl-C
+    interrupted leaves its backend writing there for a moment, and one pass would leave a
+    directory without an owner file, which no sweep removes."""
+    give_up = time.monotonic() + within
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
+        if time.monotonic() >= give_up:
+            log.warning("could not remove %s; remove it by hand", path)
+            return
+        time.sleep(0.05)
 
 
 def _process_identity(pid: int) -> str | None:

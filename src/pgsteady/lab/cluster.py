@@ -16,7 +16,6 @@ import atexit
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -33,6 +32,7 @@ from pgsteady.inspect.pgbouncer import LogReader, admin
 from pgsteady.lab import _auth, _process
 from pgsteady.lab._process import Binaries, RunAs
 from pgsteady.lab._workdir import make_workdir as make_workdir  # noqa: PLC0414 - re-exported
+from pgsteady.lab._workdir import remove_tree as remove_tree  # noqa: PLC0414 - re-exported
 from pgsteady.lab.proxy import FaultProxy, ProxyProcess
 from pgsteady.lab.redis_server import RedisServer
 
@@ -443,7 +443,7 @@ class Cluster:
         if self._owns_postgres:
             self.postgres = None  # a second start() begins from scratch
         if self.dir is not None and not self.keep:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            remove_tree(self.dir)
             self.dir = None
 
     def _stop_pgbouncer(self) -> None:

@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 from psycopg.errors import DeadlockDetected, LockNotAvailable, QueryCanceled
 
 from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, UsageError
@@ -40,7 +39,13 @@ from pgsteady.migrate import history, preflight, queries, status
 from pgsteady.migrate.analysis import StatementInfo, analyze
 from pgsteady.migrate.source import Migration
 from pgsteady.migrate.watch import BlockerWatch, server_pid
-from pgsteady.settings import pg_interval, redact, scrub
+from pgsteady.settings import (
+    connect_timeout_kwargs,
+    pg_interval,
+    redact,
+    refuse_admin_console,
+    scrub,
+)
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -238,24 +243,15 @@ def connect(dsn: str, *, connect_timeout: int = 10) -> psycopg.Connection[Any]:
     ``connect_timeout`` is only a default: one in the DSN (key or URL query) or in
     ``PGCONNECT_TIMEOUT`` wins, as libpq users expect.
     """
-    extra: dict[str, Any] = {}
-    if not _has_connect_timeout(dsn):
-        extra["connect_timeout"] = connect_timeout
     try:
-        return psycopg.connect(dsn, autocommit=True, application_name=application_name(),
-                               prepare_threshold=None, **extra)
+        conn = psycopg.connect(dsn, autocommit=True, application_name=application_name(),
+                               prepare_threshold=None,
+                               **connect_timeout_kwargs(dsn, connect_timeout))
     except psycopg.OperationalError as exc:
         raise CannotConnect(f"cannot connect to {redact(dsn) or 'the default database'}: "
                             f"{_first_line(exc)}") from exc
-
-
-def _has_connect_timeout(dsn: str) -> bool:
-    if os.environ.get("PGCONNECT_TIMEOUT", "").strip():
-        return True
-    try:
-        return "connect_timeout" in conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return False  # psycopg.connect names the bad DSN itself
+    refuse_admin_console(conn)
+    return conn
 
 
 def refuse_transaction_pooler(conn: psycopg.Connection[Any], dsn: str) -> None:

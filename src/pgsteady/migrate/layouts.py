@@ -221,8 +221,8 @@ def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:
 
 def _entries(folder: Path) -> Iterator[Path]:
     if not folder.is_dir():
-        raise LayoutError(f"{folder}: no such directory; pass the folder of migration files "
-                           f"with --dir")
+        what = "a file, not a folder" if folder.exists() else "no such directory"
+        raise LayoutError(f"{folder}: {what}; pass the folder of migration files with --dir")
     yield from sorted(folder.iterdir())
 
 

@@ -16,6 +16,7 @@ from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
 STRATEGIES = ("naive", "cancel", "psycopg", "steady")
 MAX_CLIENTS = 1_000_000
 MAX_DURATION = 3600.0
+MAX_SIMULATED = 100_000.0  # simulated seconds in one call, over every run and strategy
 _Z99 = 2.3263478740408408  # the standard normal's 99th percentile
 
 
@@ -64,6 +65,10 @@ class SimConfig:
                 problems.append(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
         if self.min_pool_size is not None and not 0 <= self.min_pool_size <= self.pool_size:
             problems.append("--min-pool-size must be between 0 and --pool-size")
+        simulated = self.runs * self.duration * max(len(self.strategies), 1)
+        if simulated > MAX_SIMULATED:
+            problems.append(f"--runs x --duration x strategies is {simulated:,.0f} simulated s; "
+                            f"at most {MAX_SIMULATED:,.0f} in one call")
         if self.workers < 1:
             problems.append(f"--workers must be at least 1, got {self.workers}")
         if self.workers + self.burst_workers > MAX_CLIENTS:

@@ -47,6 +47,9 @@ OUTAGE_BELOW = 0.5      # uncached lookups answered below this share ...
 OUTAGE_SECONDS = 10     # ... for this many seconds in a row: an outage
 
 
+MAX_REPLICAS = 16
+
+
 @dataclass(frozen=True)
 class LockQueueConfig:
     """The seed's chain scaled from hours to seconds; every value is a knob."""
@@ -81,8 +84,9 @@ class LockQueueConfig:
                      for s in self.strategies if s not in STRATEGIES]
         if not self.strategies:
             problems.append("at least one --strategy is needed")
-        if self.replicas < 1:
-            problems.append(f"--replicas must be at least 1, got {self.replicas}")
+        if not 1 <= self.replicas <= MAX_REPLICAS:
+            problems.append(f"--replicas must be between 1 and {MAX_REPLICAS} (each is a real "
+                            f"process with its own pool), got {self.replicas}")
         if self.rate < 1:
             problems.append(f"--rate must be at least 1 request a second, got {self.rate}")
         if self.duration <= 0:

@@ -23,6 +23,7 @@ import psycopg
 from pgsteady.migrate import analysis
 from pgsteady.migrate.lint.report import FileReport, Finding, LintReport
 from pgsteady.migrate.lint.schema import ColumnType, Key, Schema
+from pgsteady.settings import connect_timeout_kwargs, refuse_admin_console
 
 log = logging.getLogger("pgsteady.lint")
 
@@ -80,7 +81,8 @@ def _catalog_type(name: str, typmod: int, array: bool) -> ColumnType:
 def load_catalog(dsn: str) -> Schema:
     """The live database's tables, columns, views and enums as a schema to lint against."""
     schema = Schema(file_serial=-1, from_catalog=True)
-    with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True, **connect_timeout_kwargs(dsn, 10)) as conn:
+        refuse_admin_console(conn)
         conn.execute("set statement_timeout = '10s'")
         conn.execute("set default_transaction_read_only = on")  # catalog reads only
         tables: dict[Key, dict[str, ColumnType | None]] = {}
@@ -129,7 +131,8 @@ def annotate(report: LintReport, dsn: str, large_table: int) -> LintReport:
     """Add sizes and lock levels to size-aware findings; grade them against ``large_table``."""
     if not any(f.table for f in report.findings):
         return report
-    with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True, **connect_timeout_kwargs(dsn, 10)) as conn:
+        refuse_admin_console(conn)
         conn.execute("set statement_timeout = '10s'")
         conn.execute("set default_transaction_read_only = on")  # catalog reads only
         cache: dict[str, TableSize | None] = {}
