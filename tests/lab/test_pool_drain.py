@@ -50,11 +50,11 @@ def test_bad_knobs_exit_2_in_one_line():
 @pytest.mark.lab
 @pytest.mark.slow
 def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
-    """8 s with a 2-5 s burst: naive collapses for good; steady never does, loses no server
-    connection, times out (almost) nobody outside the burst and never dips far: every second
-    after the first answers at least half of pgbench's rate, 80% on average (quiet runs give
-    93% and 96%; the 90% bar is measured over 10 default runs by `pgsteady lab pool-drain
-    --runs 10`, see the README; a collapse answers ~0%)."""
+    """8 s with a 2-5 s burst: naive collapses for good; steady (its client pool overcommitting
+    PgBouncer's by 1) never does, loses no server connection, times out nobody outside the
+    burst and never dips: every second after the first answers at least 80% of pgbench's
+    rate, 90% on average (the 95%/97% bars are measured over 10 default runs by
+    `bench/pool_drain_ceiling.py`; see the README)."""
     config = PoolDrainConfig(strategies=("naive", "steady"), duration=8.0, burst_start=2.0,
                              burst_end=5.0, ceiling_duration=2.0)
     result = run_pool_drain(config)
@@ -66,17 +66,11 @@ def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
     assert steady.totals["not_ready_closures"] == 0
     assert steady.totals["server_connections_opened"] == 0
     outside_burst = [r for r in steady.per_second if r["t"] < 2 or r["t"] >= 5]
-    # 0 on a quiet machine; on one that other labs load to 5x its cores, a thread can miss a
-    # 50 ms deadline by scheduling alone (main's code too: 7-202 per run at load 9-12). The
-    # mechanism is asserted exactly above; a collapse would time out nearly every call.
-    assert sum(r["timeouts"] for r in outside_burst) \
-        <= 0.1 * sum(r["answered"] for r in outside_burst)
-    # Bars a machine shared with other labs can hold: the ceiling is measured once, before
-    # the runs, and a load spike in one second cost 33% at load 8 (80%/90% failed there).
+    assert sum(r["timeouts"] for r in outside_burst) == 0
     for row in steady.per_second[1:]:
-        assert row["answered"] >= 0.5 * result.pgbench_tps, row
+        assert row["answered"] >= 0.8 * result.pgbench_tps, row
     after_first = [row["answered"] for row in steady.per_second[1:]]
-    assert sum(after_first) / len(after_first) >= 0.8 * result.pgbench_tps
+    assert sum(after_first) / len(after_first) >= 0.9 * result.pgbench_tps
     # What the database finished agrees with what callers were told, within the seconds'
     # edges: steady's answers all ran on the server.
     assert abs(steady.totals["db_completions"] - steady.totals["answered"]) \
@@ -89,3 +83,36 @@ def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
         "server_connections_opened", "not_ready_closures", "cl_waiting", "sv_active",
         "sv_login"}
     json.dumps(document)  # serialisable as is
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_cold_start_steady_waits_for_the_first_connections():
+    """PgBouncer starts with no server connection and nothing warms it; 10 workers from the
+    first second: steady and steady-async wait for the first connections instead of destroying
+    them, then hold. (naive's cold-start collapse, seen before the lab became owner-only, does
+    not reproduce on the SCRAM lab yet: see the README.)"""
+    config = PoolDrainConfig(strategies=("steady", "steady-async"), duration=6.0,
+                             burst_workers=0, min_pool_size=0, cold_start=True,
+                             ceiling_duration=1.0)
+    result = run_pool_drain(config)
+    for run in result.runs:
+        assert not run.collapsed, run.strategy
+        assert run.totals["not_ready_closures"] == 0, run.strategy
+        # PgBouncer opens its pool once, one connection at a time, and keeps it.
+        assert run.totals["server_connections_opened"] <= config.pool_size, run.strategy
+        # Callers miss deadlines while the first connections open; afterwards at most a
+        # stray few (a busy 2-core machine), never a spiral.
+        later = run.per_second[1:]
+        assert sum(r["timeouts"] for r in later) <= 0.01 * sum(r["answered"] for r in later)
+        assert run.per_second[-1]["answered"] > 0.5 * result.pgbench_tps, run.strategy
+    assert result.to_json()["config"]["cold_start"] is True
+
+
+def test_cold_start_refuses_a_min_pool_size():
+    """--cold-start with PgBouncer told to keep connections open is a contradiction: exit 2."""
+    with pytest.raises(UsageError, match="--cold-start starts PgBouncer with no server"):
+        PoolDrainConfig(cold_start=True, min_pool_size=4)
+    out = subprocess.run([*PGSTEADY, "lab", "pool-drain", "--cold-start", "--min-pool-size", "2"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2 and "drop --min-pool-size" in out.stderr

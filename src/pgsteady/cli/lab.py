@@ -72,8 +72,9 @@ def register(verbs: Any) -> None:
                        help="how long each caller waits for its answer (50ms)")
     drain.add_argument("--workers", type=_args.non_negative_int, default=10,
                        help="closed-loop workers running the whole time (10)")
-    drain.add_argument("--burst", type=_args.burst, default=_args.Burst(30, 5.0, 10.0),
-                       help="extra workers and when: 30@5s-10s (0 for none)")
+    drain.add_argument("--burst", type=_args.burst, default=None,
+                       help="extra workers and when: 30@5s-10s (the default; 0 for none, "
+                            "the default with --cold-start)")
     drain.add_argument("--duration", type=_args.duration, default=15.0,
                        help="length of each strategy's run (15s)")
     drain.add_argument("--runs", type=_args.non_negative_int, default=1,
@@ -84,6 +85,13 @@ def register(verbs: Any) -> None:
                        help="the cancel strategy's extra wait before it closes (100ms)")
     drain.add_argument("--ceiling-duration", type=_args.duration, default=5.0,
                        help="how long pgbench runs for the ceiling (5s)")
+    drain.add_argument("--overcommit", type=_args.non_negative_int, default=None,
+                       help="steady's client connections beyond PgBouncer's pool size "
+                            "(default 1: keeps every server connection busy)")
+    drain.add_argument("--cold-start", action="store_true",
+                       help="PgBouncer starts with no server connection (min_pool_size 0, no "
+                            "warm-up) and, unless --burst is given, no burst: the seed's "
+                            "cold-start collapse at the steady load")
     drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
     drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
     drain.add_argument("--dir", help="an existing directory to create the lab's private "
@@ -225,13 +233,18 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     from pgsteady.lab.scenarios.pool_drain import run_pool_drain as run
 
     stall = args.stall or _args.Stall(0.0, 0.0)
+    burst = args.burst or (_args.Burst(0, 0.0, 0.0) if args.cold_start
+                           else _args.Burst(30, 5.0, 10.0))
+    min_pool = (0 if args.cold_start else args.pool_size) if args.min_pool_size is None \
+        else args.min_pool_size
+    extra = {} if args.overcommit is None else {"overcommit": args.overcommit}
     config = PoolDrainConfig(
         strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
         pool_size=args.pool_size,
-        min_pool_size=args.pool_size if args.min_pool_size is None else args.min_pool_size,
+        min_pool_size=min_pool, cold_start=args.cold_start, **extra,
         connect_latency=args.connect_latency, query_time=args.query_time,
-        deadline=args.deadline, workers=args.workers, burst_workers=args.burst.workers,
-        burst_start=args.burst.start, burst_end=args.burst.end, duration=args.duration,
+        deadline=args.deadline, workers=args.workers, burst_workers=burst.workers,
+        burst_start=burst.start, burst_end=burst.end, duration=args.duration,
         runs=args.runs, stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
         ceiling_duration=args.ceiling_duration)
     _check_outputs(args, "pool-drain.json")

@@ -14,9 +14,11 @@ Strategies — what each does when the deadline passes:
              deadline, keep waiting up to ``cancel_delay`` more, then close.
 ``psycopg``  psycopg's own behaviour: send a cancel and keep waiting for the result, however
              long it takes (the caller is late, but no connection is lost).
-``steady``   :class:`pgsteady.Database` with a pool the size of PgBouncer's, each caller a
-             thread (as in a threaded server): the caller stops waiting at the deadline, the
-             query finishes on its connection.
+``steady``   :class:`pgsteady.Database` with a pool ``overcommit`` connections larger than
+             PgBouncer's, each caller a thread (as in a threaded server): the caller stops
+             waiting at the deadline, the query finishes on its connection. The extra client
+             connections only ever wait inside PgBouncer — nothing closes them on a deadline —
+             so they keep every server connection busy instead of idle between jobs.
 ``steady-async``  the same with :class:`pgsteady.AsyncDatabase`, callers as tasks.
 
 The first three speak the wire protocol directly (:mod:`pgsteady.lab.wire`) so that the
@@ -63,6 +65,11 @@ class Target:
     pool_size: int
     cancel_delay: float = 0.1
     passfile: str | None = None  # the lab's libpq passfile: where the password is
+    overcommit: int = 0   # steady's client connections beyond PgBouncer's pool_size
+
+    @property
+    def client_pool_size(self) -> int:
+        return self.pool_size + self.overcommit
 
     def conninfo(self) -> str:
         params = {"passfile": self.passfile} if self.passfile else {}
@@ -117,12 +124,14 @@ class Driver:
             t = self.target
             conninfo = t.conninfo()
             if self.strategy == "steady-async":
-                self.db = AsyncDatabase(conninfo, pool_size=t.pool_size, pooler="transaction",
+                self.db = AsyncDatabase(conninfo, pool_size=t.client_pool_size,
+                                        pooler="transaction",
                                         service="pgsteady-lab")
                 await self.db.open()
                 await self.db.wait(30)
             elif self.strategy == "steady":
-                self.sync_db = Database(conninfo, pool_size=t.pool_size, pooler="transaction",
+                self.sync_db = Database(conninfo, pool_size=t.client_pool_size,
+                                        pooler="transaction",
                                         service="pgsteady-lab")
                 self.sync_db.wait(30)
                 self.executor = ThreadPoolExecutor(sum(s.workers for s in shifts),

@@ -41,6 +41,11 @@ COUNTERS = ("answered", "timeouts", "rejected", "db_completions", "server_connec
             "not_ready_closures")
 GAUGES = ("cl_waiting", "sv_active", "sv_login")
 SAMPLE_EVERY = 0.2
+# steady's client pool is PgBouncer's pool_size plus this many connections: the smallest
+# overcommit that keeps every server connection busy while a worker turns one result into its
+# next query (bench/pool_drain_ceiling.py, quiet 2-core machine, 3 runs each: worst second /
+# mean of pgbench's rate 94/97 % at 0, 97-99/99-100 % at 1, 97-98/100 % at 2).
+DEFAULT_OVERCOMMIT = 1
 COLLAPSED_BELOW = 0.10   # last third < 10% of the first third's answers per second
 RECOVERED_ABOVE = 0.90   # last third back to >= 90% of the first third
 
@@ -65,6 +70,8 @@ class PoolDrainConfig:
     stall_at: float = 0.0
     cancel_delay: float = 0.1
     ceiling_duration: float = 5.0
+    overcommit: int = DEFAULT_OVERCOMMIT
+    cold_start: bool = False   # PgBouncer starts with no server connection, nothing warms it
 
     def __post_init__(self) -> None:
         problems = []
@@ -89,6 +96,11 @@ class PoolDrainConfig:
         if self.stall and not 0 <= self.stall_at < self.duration:
             problems.append(f"--stall at {self.stall_at:g}s lies outside the "
                             f"{self.duration:g} s run")
+        if self.overcommit < 0:
+            problems.append(f"--overcommit must be 0 or more, got {self.overcommit}")
+        if self.cold_start and self.min_pool_size:
+            problems.append("--cold-start starts PgBouncer with no server connection; "
+                            "drop --min-pool-size")
         if min(self.connect_latency, self.stall, self.cancel_delay) < 0:
             problems.append("durations must not be negative")
         if problems:
@@ -189,7 +201,10 @@ def _cluster(server: Postgres, config: PoolDrainConfig) -> Cluster:
 
 
 def _warm(cluster: Cluster, config: PoolDrainConfig) -> None:
-    """Make PgBouncer open its min_pool_size connections before the clock starts."""
+    """Make PgBouncer open its min_pool_size connections before the clock starts (not for a
+    cold start, where the first queries find no server connection, as after a deploy)."""
+    if config.cold_start:
+        return
     with psycopg.connect(cluster.pooled_dsn(DBNAME), prepare_threshold=None,
                          autocommit=True) as conn:
         conn.execute("select 1")
@@ -267,7 +282,8 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         reader = cluster.pgbouncer.log_reader()
         target = Target("127.0.0.1", cluster.pgbouncer.port, DBNAME, "postgres", config.query,
                         config.deadline, config.pool_size, config.cancel_delay,
-                        passfile=str(cluster.pgbouncer.passfile))
+                        passfile=str(cluster.pgbouncer.passfile),
+                        overcommit=config.overcommit)
         cpu0 = time.process_time()
         t0 = time.monotonic() + 0.3  # leave the sampler time to connect
         epoch0 = time.time() + (t0 - time.monotonic())
