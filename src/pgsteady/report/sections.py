@@ -291,7 +291,8 @@ def _lock_queue_charts(result: Result, run: dict[str, Any], chart_id: str) -> st
                               float(end) if end is not None else float(len(rows)), "band2"))
     restarts = [svg.Marker("replica restarted", float(at), "marker")
                 for at in _restart_times(run)]
-    refused = [svg.Marker(f"{r.get('refused')} connections refused (no slot)",
+    # One legend entry for every refusal; the counts are in the numbers behind the chart.
+    refused = [svg.Marker("connections refused for lack of a slot",
                           float(r.get("t", 0)) + 0.5, "marker-bad")
                for r in rows if r.get("refused")]
     for chart in (requests, sessions):
