@@ -185,6 +185,37 @@ def _check_outputs(args: argparse.Namespace, name: str) -> None:
                          f"{Path(args.json) / name}")
 
 
+def _with_progress(run: Any, config: Any, total: float, base_dir: str | None) -> Any:
+    """``run(config, advance, base_dir=...)`` under a progress bar on stderr (a terminal only)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    err = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                  console=err, transient=True, disable=not err.is_terminal) as progress:
+        task = progress.add_task("starting the lab", total=total)
+
+        def advance(label: str, seconds: float) -> None:
+            progress.update(task, description=label, advance=seconds)
+
+        return run(config, advance, base_dir=base_dir)
+
+
+def write_outputs(report: Any, result: Any, args: argparse.Namespace, name: str) -> None:
+    """--json FILE and --out DIR (JSON as ``name`` plus the charts), each path said on stderr;
+    shared by the labs and the model, whose report modules have the same two writers."""
+    from pathlib import Path
+
+    if args.json:
+        report.write_json(result, Path(args.json))
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.out:
+        out_dir = Path(args.out)
+        report.write_json(result, out_dir / name)
+        for chart in report.write_charts(result, out_dir):
+            print(f"wrote {chart}", file=sys.stderr)
+
+
 def run_up(args: argparse.Namespace) -> int:
     cluster = Cluster(
         pool_mode=args.pool_mode, pool_size=args.pool_size, min_pool_size=args.min_pool_size,
@@ -223,10 +254,7 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def run_pool_drain(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from pgsteady.lab import report
     from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
@@ -250,36 +278,18 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     _check_outputs(args, "pool-drain.json")
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
-    err = Console(stderr=True)
     total = config.ceiling_duration + len(config.strategies) * config.runs * config.duration
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("starting the lab", total=total)
-
-        def advance(label: str, seconds: float) -> None:
-            progress.update(task, description=label, advance=seconds)
-
-        result = run(config, advance, base_dir=args.dir)
+    result = _with_progress(run, config, total, args.dir)
     for run_result in result.runs:
         if run_result.run == 1:
             out.print(report.per_second_table(run_result, result.pgbench_tps))
     out.print(report.summary_table(result))
-    if args.json:
-        report.write_json(result, Path(args.json))
-        err.print(f"wrote {args.json}")
-    if args.out:
-        out_dir = Path(args.out)
-        report.write_json(result, out_dir / "pool-drain.json")
-        for chart in report.write_charts(result, out_dir):
-            err.print(f"wrote {chart}")
+    write_outputs(report, result, args, "pool-drain.json")
     return EXIT_OK
 
 
 def run_lock_queue(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from pgsteady.lab import lock_queue_report as report
     from pgsteady.lab.scenarios.lock_queue import LockQueueConfig
@@ -295,28 +305,13 @@ def run_lock_queue(args: argparse.Namespace) -> int:
         lock_timeout=args.lock_timeout, log_statement_timeout=args.log_statement_timeout,
         runs=args.runs)
     _check_outputs(args, "lock-queue.json")
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
-    err = Console(stderr=True)
-    total = len(config.strategies) * config.runs * config.duration
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
-                  console=err, transient=True, disable=not err.is_terminal) as progress:
-        task = progress.add_task("starting the lab", total=total)
-
-        def advance(label: str, seconds: float) -> None:
-            progress.update(task, description=label, advance=seconds)
-
-        result = run(config, advance, base_dir=args.dir)
+    result = _with_progress(run, config, len(config.strategies) * config.runs * config.duration,
+                            args.dir)
     for run_result in result.runs:
         if run_result.run == 1:
             out.print(report.per_second_table(run_result))
     out.print(report.summary_table(result))
-    if args.json:
-        report.write_json(result, Path(args.json))
-        err.print(f"wrote {args.json}")
-    if args.out:
-        out_dir = Path(args.out)
-        report.write_json(result, out_dir / "lock-queue.json")
-        for chart in report.write_charts(result, out_dir):
-            err.print(f"wrote {chart}")
+    write_outputs(report, result, args, "lock-queue.json")
     return EXIT_OK

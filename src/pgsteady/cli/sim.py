@@ -161,6 +161,7 @@ def _console() -> Any:
 def run_pool_drain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pgsteady.cli.lab import write_outputs
     from pgsteady.lab import report
     from pgsteady.sim.run import run_model
 
@@ -176,14 +177,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     out.print(report.summary_table(result))
     err.print(f"model: {len(result.runs)} run(s) of {config.duration:g} simulated s in "
               f"{time.perf_counter() - started:.2f} s of wall time")
-    if args.json:
-        report.write_json(result, Path(args.json))
-        err.print(f"wrote {args.json}")
-    if args.out:
-        out_dir = Path(args.out)
-        report.write_json(result, out_dir / "pool-drain.json")
-        for chart in report.write_charts(result, out_dir):
-            err.print(f"wrote {chart}")
+    write_outputs(report, result, args, "pool-drain.json")
     return EXIT_OK
 
 
