@@ -31,6 +31,7 @@ from pathlib import Path
 from pgsteady._version import __version__
 from pgsteady.migrate.lint.config import LintConfig
 from pgsteady.migrate.lint.files import Unit
+from pgsteady.migrate.lint.quick import file_stamps
 from pgsteady.migrate.lint.report import FileReport
 from pgsteady.migrate.lint.schema import Schema
 
@@ -65,25 +66,12 @@ def stat_key(config: LintConfig, options: tuple[object, ...], paths: Sequence[st
     modification time under ``paths`` (folders walked whole: a new file, or a tool's marker
     file, changes it; a file given alone brings its folder's and the one above's times, which
     change when an entry is added or removed). None if a path is missing."""
+    stamps = file_stamps(paths)
+    if stamps is None:
+        return None
     digest = hashlib.blake2b(_code_fingerprint(), digest_size=20)
     digest.update(repr((_config_fields(config), options)).encode())
-    for name in paths:
-        try:
-            top = os.stat(name)
-        except OSError:
-            return None
-        digest.update(f"{name}\0{top.st_mtime_ns}\0".encode())
-        if os.path.isdir(name):
-            for root, folders, files in os.walk(name):
-                folders.sort()
-                for file in sorted(files):
-                    info = os.stat(os.path.join(root, file))
-                    digest.update(f"{root}/{file}:{info.st_size}:{info.st_mtime_ns};".encode())
-        else:
-            digest.update(f"{top.st_size}".encode())
-            parent = os.path.dirname(os.path.abspath(name))
-            for folder in (parent, os.path.dirname(parent)):
-                digest.update(f"{os.stat(folder).st_mtime_ns};".encode())
+    digest.update(stamps.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 
