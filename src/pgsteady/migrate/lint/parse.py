@@ -22,9 +22,14 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pglast import parser as pg
+from pgsteady.migrate.lint import pglast_loader
+
+if TYPE_CHECKING:
+    from pglast import parser as pg
+else:
+    pg = pglast_loader.parser()  # the C parser without pglast's AST classes (start-up)
 
 Node = dict[str, Any]
 

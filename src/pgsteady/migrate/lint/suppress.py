@@ -11,8 +11,14 @@ import re
 from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pglast import parser as pg
+from pgsteady.migrate.lint import pglast_loader
+
+if TYPE_CHECKING:
+    from pglast import parser as pg
+else:
+    pg = pglast_loader.parser()  # the C parser without pglast's AST classes (start-up)
 
 UNUSED_IGNORE = "unused-ignore"
 IGNORE_WITHOUT_REASON = "ignore-without-reason"

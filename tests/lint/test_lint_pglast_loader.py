@@ -1,0 +1,45 @@
+"""The parser loaded without pglast's AST classes, and pglast still whole for later users."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PROBE = """
+import sys
+from pgsteady.migrate.lint import pglast_loader
+parser = pglast_loader.parser()
+assert parser.split("SELECT 1; SELECT 2", only_slices=True) == (slice(0, 8), slice(10, 18))
+assert '"SelectStmt"' in parser.parse_sql_json("SELECT 1")
+print("deferred", "RawStmt" in vars(sys.modules["pglast.ast"]),
+      "AlterTableType" in vars(sys.modules["pglast.enums"]))
+import pglast
+from pglast import enums, parse_sql, prettify
+stmt = parse_sql("ALTER TABLE t ADD COLUMN c int")[0].stmt
+assert type(stmt).__name__ == "AlterTableStmt"
+assert stmt.cmds[0].subtype == enums.AlterTableType.AT_AddColumn
+assert prettify("select a from b") == "SELECT a\\nFROM b"
+assert pglast.__version__.startswith("v")
+assert pglast_loader.parser() is sys.modules["pglast.parser"]
+from pgsteady.migrate.analysis import analyze
+assert analyze("ALTER TABLE t ADD COLUMN c int")[0].kind.startswith("ALTER TABLE")
+print("whole")
+"""
+
+
+def test_parser_first_then_pglast_in_full():
+    """The C parser works with pglast's AST and enums not yet run; then parse_sql, the
+    enums, prettify and migrate's analysis work in the same process as if imported whole."""
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["deferred False False", "whole"]
+
+
+def test_already_imported_pglast_is_used_as_is():
+    """With pglast imported already, the loader hands back its parser."""
+    import pglast.parser
+
+    from pgsteady.migrate.lint import pglast_loader
+
+    assert pglast_loader.parser() is pglast.parser
