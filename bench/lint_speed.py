@@ -7,6 +7,8 @@ Cases, each written to a temporary folder:
   also linted in-process, for statements per second;
 - ``folder``: a typical migration folder, a few hundred small files (default 300);
 - ``single``: one small migration file (what a pre-commit hook or an editor lints);
+- ``floor``: the cold folder taken apart (interpreter start, pglast's import, lint's imports,
+  parsing the folder with nothing else), to show what a CPython process cannot go below;
 - ``warm``: the folder again with the cache warm (pgsteady only; squawk has no cache);
 - ``inserts``: a 50,000-row data file (one INSERT per row) for peak memory;
 - ``insert1``: the same rows in one INSERT statement.
@@ -162,6 +164,45 @@ def report(case: str, runs: dict[str, Run], goal: str = "") -> dict[str, object]
     return figures
 
 
+#: What a cold folder run cannot go below, each a whole process on the same folder.
+_PARSE_ONLY = """
+import os, sys
+from pgsteady.migrate.lint.pglast_loader import parser
+pg = parser()
+for name in sorted(os.listdir(sys.argv[1])):
+    text = open(os.path.join(sys.argv[1], name), encoding="utf-8").read()
+    for piece in pg.split(text, with_parser=False, only_slices=True):
+        pg.parse_sql_json(text[piece])
+"""
+_IMPORTS_ONLY = ("import pgsteady.cli, pgsteady.cli.lint, pgsteady.migrate.lint.engine, "
+                 "pgsteady.migrate.lint.runners\n"
+                 "from pgsteady.migrate.lint.rules import all_rules\nall_rules()\n")
+
+
+def floor(repeat: int, folder: Path, squawk: str | None, files: list[Path],
+          root: Path) -> dict[str, object]:
+    """The cold folder case taken apart: interpreter start, importing pglast (whole, and the
+    parser alone as lint loads it), lint's imports, and parsing the folder with nothing else,
+    next to squawk on the same files."""
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "import pglast (whole)": [sys.executable, "-c", "import pglast"],
+        "pglast parser as lint loads it": [
+            sys.executable, "-c",
+            "from pgsteady.migrate.lint.pglast_loader import parser\nparser()"],
+        "lint's imports, no work": [sys.executable, "-c", _IMPORTS_ONLY],
+        "split+parse the folder, nothing else": [sys.executable, "-c", _PARSE_ONLY,
+                                                  str(folder)],
+    }
+    if squawk:
+        commands["squawk on the folder"] = [squawk, "--reporter", "gcc", *map(str, files)]
+    runs = compare(repeat, commands, root)
+    print("floor    (whole processes, best wall / median cpu)")
+    for name, run in runs.items():
+        print(f"{'':8} {name:38} wall {run.wall * 1000:5.0f} ms  cpu {run.cpu * 1000:5.0f} ms")
+    return {"case": "floor", **{name: vars(run) for name, run in runs.items()}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--statements", type=int, default=10_000)
@@ -218,6 +259,7 @@ def main() -> int:
                               "goal: at most 1.5x squawk"))
         figures.append(report("folder", compare(args.repeat, both([folder], files), root),
                               "goal: at most 2x squawk"))
+        figures.append(floor(args.repeat, folder, squawk, files, root))
         figures.append(report("single", compare(args.repeat, both([single]), root),
                               "goal: under 150 ms"))
         subprocess.run([*pgsteady, str(folder)], capture_output=True, cwd=root, check=False)
