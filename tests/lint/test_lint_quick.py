@@ -111,3 +111,4 @@ def test_no_cache_and_syntax_errors_record_nothing(project):
     assert first[0] == 2
     again = run(project, "migrations")
     assert again[:3] == first[:3] and "argparse" in again[3]
+

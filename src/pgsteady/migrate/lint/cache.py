@@ -31,7 +31,7 @@ from pathlib import Path
 from pgsteady._version import __version__
 from pgsteady.migrate.lint.config import LintConfig
 from pgsteady.migrate.lint.files import Unit
-from pgsteady.migrate.lint.quick import file_stamps
+from pgsteady.migrate.lint.quick import code_stamp, file_stamps
 from pgsteady.migrate.lint.report import FileReport
 from pgsteady.migrate.lint.schema import Schema
 
@@ -40,7 +40,6 @@ log = logging.getLogger("pgsteady.lint")
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
 _FORMAT = b"pgsteady-lint-cache-1"
-_CODE = Path(__file__).parent
 
 
 @dataclass
@@ -83,13 +82,8 @@ def _config_fields(config: LintConfig) -> tuple[object, ...]:
 
 def _code_fingerprint() -> bytes:
     """The linter's own code (size and mtime of each module): an edit invalidates the cache."""
-    digest = hashlib.blake2b(_FORMAT + __version__.encode(), digest_size=16)
-    for folder in (_CODE, _CODE / "rules", _CODE.parent):
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.name.endswith(".py"):
-                stat = entry.stat()
-                digest.update(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.digest()
+    stamp = f"{_FORMAT.decode()}:{__version__}:{code_stamp()}"
+    return hashlib.blake2b(stamp.encode(), digest_size=16).digest()
 
 
 def chain(config: LintConfig, runner: str, units: Sequence[Unit],

@@ -48,7 +48,7 @@ def file_stamps(paths: Sequence[str]) -> str | None:
             return None
         parts.append(f"{name}\0{top.st_mtime_ns}\0")
         if os.path.isdir(name):
-            for root, folders, files in os.walk(name):
+            for root, folders, files in os.walk(name):  # links not followed, as by rglob
                 folders.sort()
                 for file in sorted(files):
                     info = os.stat(os.path.join(root, file))
