@@ -15,7 +15,7 @@ Cases, each written to a temporary folder:
 
 Every command runs as a whole process (interpreter start, imports, parse, rules, output),
 ``--repeat`` times, alternating pgsteady and squawk so both see the same machine. Printed per
-case: best wall time, median CPU time (user + system, which a busy machine disturbs less
+case: best and median wall time, median CPU time (user + system, which a busy machine disturbs less
 than wall time), peak memory (max RSS), and pgsteady/squawk ratios of each. pgsteady runs with
 ``--no-cache`` except in ``warm``. squawk is found next to this interpreter or on PATH
 (``pip install squawk-cli``, the ``bench`` extra); without it only pgsteady's figures print.
@@ -104,6 +104,7 @@ class Run:
     wall: float  # seconds, best of the repeats
     cpu: float  # seconds, median user + system
     rss_kb: int  # peak resident memory, largest seen
+    wall_median: float = 0.0  # seconds, median of the repeats
 
 
 _PROBE = """
@@ -138,7 +139,8 @@ def compare(repeat: int, commands: dict[str, list[str]], cwd: Path) -> dict[str,
         for name, command in commands.items():
             samples[name].append(measure_once(command, cwd))
     return {name: Run(min(s[0] for s in runs), statistics.median(s[1] for s in runs),
-                      max(s[2] for s in runs)) for name, runs in samples.items()}
+                      max(s[2] for s in runs), statistics.median(s[0] for s in runs))
+            for name, runs in samples.items()}
 
 
 def find_squawk() -> str | None:
@@ -148,17 +150,21 @@ def find_squawk() -> str | None:
 
 def report(case: str, runs: dict[str, Run], goal: str = "") -> dict[str, object]:
     ours = runs["pgsteady"]
-    line = (f"{case:8} pgsteady wall {ours.wall * 1000:6.0f} ms  cpu {ours.cpu * 1000:6.0f} ms"
-            f"  rss {ours.rss_kb / 1024:5.1f} MB")
+    line = (f"{case:8} pgsteady wall {ours.wall * 1000:6.0f} ms (median "
+            f"{ours.wall_median * 1000:4.0f})  cpu {ours.cpu * 1000:6.0f} ms  rss "
+            f"{ours.rss_kb / 1024:5.1f} MB")
     figures: dict[str, object] = {"case": case, "pgsteady": vars(ours)}
     theirs = runs.get("squawk")
     if theirs is not None:
         ratios = {"wall": ours.wall / theirs.wall, "cpu": ours.cpu / theirs.cpu,
-                  "rss": ours.rss_kb / theirs.rss_kb}
-        line += (f"\n{'':8} squawk   wall {theirs.wall * 1000:6.0f} ms  cpu "
-                 f"{theirs.cpu * 1000:6.0f} ms  rss {theirs.rss_kb / 1024:5.1f} MB"
-                 f"\n{'':8} ratio    wall {ratios['wall']:5.2f}x    cpu {ratios['cpu']:5.2f}x"
-                 f"     rss {ratios['rss']:4.2f}x")
+                  "rss": ours.rss_kb / theirs.rss_kb,
+                  "wall_median": ours.wall_median / theirs.wall_median}
+        line += (f"\n{'':8} squawk   wall {theirs.wall * 1000:6.0f} ms (median "
+                 f"{theirs.wall_median * 1000:4.0f})  cpu {theirs.cpu * 1000:6.0f} ms  rss "
+                 f"{theirs.rss_kb / 1024:5.1f} MB"
+                 f"\n{'':8} ratio    wall {ratios['wall']:5.2f}x (median "
+                 f"{ratios['wall_median']:5.2f}x)  cpu {ratios['cpu']:5.2f}x     rss "
+                 f"{ratios['rss']:4.2f}x")
         figures |= {"squawk": vars(theirs), "ratio": ratios}
     print(line + (f"   ({goal})" if goal else ""))
     return figures
