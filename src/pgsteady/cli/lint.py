@@ -13,7 +13,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pgsteady._errors_root import EXIT_OK, UsageError
 from pgsteady.migrate.lint import output, quick
@@ -31,7 +30,10 @@ from pgsteady.migrate.lint.rules import all_rules, rule_ids
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, sqitch, alembic-sql, "
             "plain")
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
+    from typing import Any
+
     from pgsteady.migrate.lint import cache
     from pgsteady.migrate.lint.files import Unit
     from pgsteady.migrate.lint.runners import Choice

@@ -16,22 +16,24 @@ reports them; a statement's node locations count from its ``base``.
 from __future__ import annotations
 
 import json
-import queue
 import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from pgsteady.migrate.lint import pglast_loader
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
+    from typing import Any
+
     from pglast import parser as pg
+
+    Node = dict[str, Any]
 else:
     pg = pglast_loader.parser()  # the C parser without pglast's AST classes (start-up)
-
-Node = dict[str, Any]
+    Node = dict
 
 _META = re.compile(r"\\[A-Za-z!?.]")
 _STACK_DEPTH = "stack depth limit exceeded"
@@ -212,6 +214,8 @@ def _raw_pieces(text: str, pieces: Sequence[slice],
             except (pg.ParseError, UnicodeEncodeError) as exc:
                 yield piece, exc
         return
+    import queue  # noqa: PLC0415 -- long files only
+
     chunks: queue.Queue[list[str | pg.ParseError | UnicodeEncodeError] | None] = \
         queue.Queue(maxsize=_CHUNKS_AHEAD)
     stop = threading.Event()

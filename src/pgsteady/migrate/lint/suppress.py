@@ -11,10 +11,10 @@ import re
 from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pgsteady.migrate.lint import pglast_loader
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
     from pglast import parser as pg
 else:
