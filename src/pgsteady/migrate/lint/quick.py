@@ -1,11 +1,11 @@
 """The warm path of ``pgsteady lint``: a whole run's output, read back before anything loads.
 
-A ``pgsteady lint ...`` process that used the cache records what it printed, its exit code and
-what the run depended on: the linter's code, the configuration file, and every file and
-folder it read (path, size and modification time, as make and ruff judge them). The next
-process with the same arguments, working directory and terminal checks those stamps and, if
-none changed, prints the recorded output: before argparse, the configuration, the rules or the
-parser are imported, so interpreter start-up is most of such a run. Anything changed falls
+A ``pgsteady lint ...`` process that used the cache records what it printed, its exit code
+and what the run depended on: the linter's code and pglast's, the configuration file, and
+every file and folder it read (path, size and modification time, as make and ruff judge
+them). The next process with the same arguments, working directory and terminal checks those
+stamps and, if none changed, prints the recorded output: before argparse, the configuration,
+the rules or the parser are imported, so interpreter start-up is most of such a run. Anything changed falls
 through to the normal command line, which has the content-hash cache (:mod:`cache`) behind it.
 
 Only runs the command line parsed and finished without a usage or syntax error are recorded
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
-_FORMAT = "pgsteady-lint-quick-1"
+_FORMAT = "pgsteady-lint-quick-2"
 _CODE = os.path.dirname(os.path.abspath(__file__))
 
 #: The arguments of this process's ``pgsteady lint`` run, when its output may be recorded
@@ -95,14 +95,28 @@ def _file_stamp(path: str | None) -> str:
     return f"{path}:{info.st_size}:{info.st_mtime_ns}"
 
 
-def _dependencies(paths: Sequence[str], config_source: str | None) -> str | None:
-    """Everything a run's output depends on besides its arguments, as one string."""
+def _dependencies(paths: Sequence[str], config_source: str | None, parser: str | None,
+                  ) -> str | None:
+    """Everything a run's output depends on besides its arguments, as one string: the
+    files, the configuration, the linter's code and pglast's (``parser``: its package's
+    ``__init__``, rewritten when another version is installed)."""
     files = file_stamps(paths)
     if files is None:
         return None
     config = _file_stamp(config_source)
     nearest = _file_stamp(_nearest_pyproject(os.getcwd()))
-    return f"{code_stamp()}\0{config}\0{nearest}\0{files}"
+    return f"{code_stamp()}\0{_file_stamp(parser)}\0{config}\0{nearest}\0{files}"
+
+
+def _pglast_file() -> str | None:
+    """Where pglast is installed (found, not imported)."""
+    loaded = sys.modules.get("pglast")
+    if loaded is not None and getattr(loaded, "__file__", None):
+        return str(loaded.__file__)
+    import importlib.machinery  # noqa: PLC0415 -- only when recording
+
+    spec = importlib.machinery.PathFinder.find_spec("pglast")
+    return spec.origin if spec is not None else None
 
 
 def _option(argv: Sequence[str], name: str) -> str | None:
@@ -147,8 +161,9 @@ def replay(argv: Sequence[str]) -> int | None:
         key = _key(argv)
         with open(_entry_path(argv, key), "rb") as handle:
             entry = marshal.load(handle)  # noqa: S302 -- our own files, each field checked
-        recorded_key, paths, config_source, dependencies, out, err, code = entry
-        if recorded_key != key or _dependencies(paths, config_source) != dependencies:
+        recorded_key, paths, config_source, parser, dependencies, out, err, code = entry
+        if recorded_key != key or \
+                _dependencies(paths, config_source, parser) != dependencies:
             return None
         if not (isinstance(out, str) and isinstance(err, str) and isinstance(code, int)):
             return None
@@ -171,11 +186,12 @@ def record(out: str, err: str, code: int, paths: Sequence[str],
         return
     argv = _ARMED[0]
     key = _key(argv)
-    dependencies = _dependencies(paths, config_source)
+    parser = _pglast_file()
+    dependencies = _dependencies(paths, config_source, parser)
     if dependencies is None:
         return
     target = _entry_path(argv, key)
-    entry = (key, tuple(paths), config_source, dependencies, out, err, code)
+    entry = (key, tuple(paths), config_source, parser, dependencies, out, err, code)
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         temporary = f"{target}.{os.getpid()}.tmp"
