@@ -43,3 +43,37 @@ def test_already_imported_pglast_is_used_as_is():
     from pgsteady.migrate.lint import pglast_loader
 
     assert pglast_loader.parser() is pglast.parser
+
+
+THREADS = """
+import sys, threading
+from pgsteady.migrate.lint import pglast_loader
+pglast_loader.parser()
+import pglast
+barrier = threading.Barrier(8)
+errors = []
+
+def use():
+    barrier.wait()
+    try:
+        assert pglast.enums.AlterTableType.AT_AddColumn == 0
+        assert pglast.ast.RawStmt.__name__ == "RawStmt"
+        assert pglast.parse_sql("SELECT 1")[0].stmt is not None
+    except BaseException as exc:
+        errors.append(repr(exc))
+
+workers = [threading.Thread(target=use) for _ in range(8)]
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join(timeout=60)
+print(errors)
+"""
+
+
+def test_first_use_from_many_threads_at_once():
+    """Threads reading the deferred modules at the same moment all get the real ones."""
+    done = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import sys
+import threading
 from types import ModuleType
 
 TYPE_CHECKING = False
@@ -25,21 +26,28 @@ if TYPE_CHECKING:
 _DEFERRED = ("ast", "enums")
 
 
+#: One load at a time: another thread reading a deferred module meanwhile waits for it.
+_LOADING = threading.RLock()
+
+
 class _Deferred(ModuleType):
     """A module whose code runs on the first read of a name it does not have yet."""
 
     def __getattr__(self, name: str) -> object:
-        if self.__dict__.get("_pgsteady_loading"):  # the import system probing, mid-load
-            raise AttributeError(name)
-        spec = self.__spec__
-        if spec is None or spec.loader is None:
-            raise AttributeError(name)
-        self.__dict__["_pgsteady_loading"] = True
-        try:
-            spec.loader.exec_module(self)
-        finally:
-            del self.__dict__["_pgsteady_loading"]
-        object.__setattr__(self, "__class__", ModuleType)  # complete: plain lookups from now
+        with _LOADING:
+            if type(self) is not _Deferred:  # another thread completed it while we waited
+                return getattr(self, name)
+            if self.__dict__.get("_pgsteady_loading"):  # the import system probing, mid-load
+                raise AttributeError(name)
+            spec = self.__spec__
+            if spec is None or spec.loader is None:
+                raise AttributeError(name)
+            self.__dict__["_pgsteady_loading"] = True
+            try:
+                spec.loader.exec_module(self)
+            finally:
+                del self.__dict__["_pgsteady_loading"]
+            object.__setattr__(self, "__class__", ModuleType)  # complete: plain lookups now
         return getattr(self, name)
 
 
