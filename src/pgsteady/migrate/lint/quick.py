@@ -5,8 +5,9 @@ and what the run depended on: the linter's code and pglast's, the configuration 
 every file and folder it read (path, size and modification time, as make and ruff judge
 them). The next process with the same arguments, working directory and terminal checks those
 stamps and, if none changed, prints the recorded output: before argparse, the configuration,
-the rules or the parser are imported, so interpreter start-up is most of such a run. Anything changed falls
-through to the normal command line, which has the content-hash cache (:mod:`cache`) behind it.
+the rules or the parser are imported, so interpreter start-up is most of such a run.
+Anything changed falls through to the normal command line, which has the content-hash cache
+(:mod:`cache`) behind it.
 
 Only runs the command line parsed and finished without a usage or syntax error are recorded
 (``--no-cache`` and ``--dsn`` runs never are), so equal arguments mean an equal parse. Only
