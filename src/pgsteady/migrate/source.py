@@ -82,11 +82,15 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
         found = layouts.scan(directory, name)
     except layouts.LayoutError as exc:
         raise BadMigration(str(exc)) from None
-    for skipped in found.skipped[:_SKIPS_NAMED]:
+    said = [skipped for skipped in found.skipped if skipped.said]
+    for skipped in found.skipped:
+        if not skipped.said:
+            log.debug("skipped %s: %s", skipped.path, skipped.reason)
+    for skipped in said[:_SKIPS_NAMED]:
         log.warning("skipped %s: %s", skipped.path, skipped.reason)
-    if len(found.skipped) > _SKIPS_NAMED:
+    if len(said) > _SKIPS_NAMED:
         log.warning("skipped %d more entries in %s that are not migrations (is --dir the "
-                    "migrations folder?)", len(found.skipped) - _SKIPS_NAMED, directory)
+                    "migrations folder?)", len(said) - _SKIPS_NAMED, directory)
     return found
 
 
