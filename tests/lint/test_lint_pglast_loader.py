@@ -77,3 +77,18 @@ def test_first_use_from_many_threads_at_once():
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_cold_lint_runs_without_pglast_ast_or_the_cache_modules(tmp_path):
+    """A plain ``lint --no-cache`` leaves pglast's AST and enums unrun and imports neither
+    hashlib nor pickle: start-up is most of a small lint."""
+    sql = tmp_path / "0001.sql"
+    sql.write_text("CREATE INDEX i ON t (c);\nALTER TABLE t ADD COLUMN d int;\n")
+    probe = ("import sys\nfrom pgsteady.cli import main\n"
+             "code = main(['lint', '--no-cache', sys.argv[1]])\n"
+             "ast, enums = sys.modules['pglast.ast'], sys.modules['pglast.enums']\n"
+             "print(code, 'RawStmt' in vars(ast), 'AlterTableType' in vars(enums), "
+             "'hashlib' in sys.modules, 'pickle' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(sql)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stdout.split("\n")[-2] == "1 False False False False", done.stderr
