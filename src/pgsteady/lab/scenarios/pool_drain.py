@@ -211,10 +211,10 @@ def _warm(cluster: Cluster, config: PoolDrainConfig, *, cold: bool = False) -> N
                          autocommit=True) as conn:
         if not cold:
             conn.execute("select 1")
+            if config.min_pool_size:  # PgBouncer fills min_pool_size while a client is in
+                cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
     if cold:
         cluster.drop_server_connections(DBNAME, timeout=30)
-    elif config.min_pool_size:
-        cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
 
 
 _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
