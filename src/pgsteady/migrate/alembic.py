@@ -235,11 +235,7 @@ class _Runner:
             step = steps[done]
             if not _is_lock_failure(failure):
                 self._raise_failure(step, failure)
-            seen = "; ".join(b.describe(query_chars=apply.LOGGED_QUERY_CHARS)
-                             for b in self._name_blockers(failure))
-            log.warning("%s: try 1 could not get its locks within lock_timeout %.0f ms (%s); "
-                        "blocked by: %s", _label(step), self.policy.lock_timeout_for(1) * 1000,
-                        type(apply.pg_error(failure)).__name__, seen or "(gone before it was seen)")
+            # logged and named with the retries: apply.with_lock_retries
             self.apply(step, SAFE, first_try=failure, started=self.step_started)
             done += 1
 
