@@ -69,6 +69,15 @@ LEFT JOIN pg_index i ON i.indexrelid = c.oid
 
 # Sessions holding or waiting for a lock on any of the relations (filtered by mode in Python,
 # with the conflict table in analysis.LockMode).
+# Does RELATION_LOCKERS have anything to find at all? (Cheaper than resolving what the
+# pending statements lock, on a database nobody else is using.)
+ANY_RELATION_LOCKER = """
+SELECT EXISTS (SELECT FROM pg_locks l
+               WHERE l.locktype = 'relation'
+                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                 AND l.pid <> pg_backend_pid())
+"""
+
 RELATION_LOCKERS = f"""
 SELECT {_SESSION_COLUMNS},
     l.relation::int8 AS relation_oid, l.relation::regclass::text AS relation,

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from pgsteady.migrate import queries
-from pgsteady.migrate.analysis import StatementInfo
-from pgsteady.migrate.source import Migration
 from pgsteady.settings import pg_interval
+
+if TYPE_CHECKING:
+    from pgsteady.migrate.analysis import StatementInfo
+    from pgsteady.migrate.source import Migration
 
 SEPARATOR = "\n;\n"  # a statement may end in a -- comment
 _NOT_A_STATEMENT = -1
@@ -89,8 +91,8 @@ def send(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
     for number, (migration, record) in enumerate(zip(migrations, records, strict=True)):
         parts += ["BEGIN", timeouts]
         owners += [(number, _NOT_A_STATEMENT)] * 2
-        for index, statement in enumerate(migration.statements):
-            parts.append(statement.sql)
+        for index, part in enumerate(migration.parts):  # text only: no analysis needed
+            parts.append(part.sql)
             owners.append((number, index))
         parts += record
         owners += [(number, _NOT_A_STATEMENT)] * len(record)
