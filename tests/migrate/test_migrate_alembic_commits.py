@@ -252,3 +252,26 @@ def upgrade():
     assert f"pid {holder.pid} 'hidden-report'" in str(err.value)
     assert "holds AccessShareLock on public.t" in str(err.value)
     assert version(db) == "0001"
+
+
+def test_batched_revisions_commit_one_transaction_each(db, tmp_path):
+    """Revisions run in one pass still get a transaction each (one xid per revision), and a
+    failing one leaves the ones before it committed with the version row at the last of them."""
+    record = '''
+def upgrade():
+    op.execute("INSERT INTO seen SELECT pg_current_xact_id()")
+'''
+    cfg = project(tmp_path, db, ['''
+def upgrade():
+    op.execute("CREATE TABLE seen (xid xid8)")
+''', record, record, record, '''
+def upgrade():
+    op.execute("INSERT INTO seen SELECT pg_current_xact_id()")
+    op.execute("SELECT 1 / 0")
+''', record])
+    with pytest.raises(CommandError, match=r"0004 -> 0005 failed: 22012"):
+        command.upgrade(cfg, "head")
+    assert version(db) == "0004"
+    with psycopg.connect(db) as conn:
+        xids = conn.execute("SELECT count(*), count(DISTINCT xid) FROM seen").fetchone()
+    assert xids == (3, 3)

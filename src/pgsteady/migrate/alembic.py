@@ -240,15 +240,21 @@ class _Runner:
             done += 1
 
     def _batch(self, steps: list[Any]) -> tuple[int, BaseException | None]:
-        """Run ``steps`` in one Alembic pass, a transaction each: (applied, failure)."""
-        applied = 0
+        """Run ``steps`` in one Alembic pass, a transaction each: (applied, failure).
 
+        Each step commits with its alembic_version row from the callback Alembic calls
+        right after recording it, in one message that also opens the next step's
+        transaction (``COMMIT; BEGIN``): Alembic's own per-step commit, then the driver's
+        BEGIN before the next statement, would be two round trips. SQLAlchemy sees one
+        transaction around the pass; its final commit ends an empty one."""
+        applied = 0
+        cursor = self.connection.connection.driver_connection.cursor()  # one for all steps
         last = time.monotonic()
 
-        def count(step: Any, **_: Any) -> None:
+        def commit_step(step: Any, **_: Any) -> None:
             nonlocal applied, last
+            cursor.execute(queries.COMMIT_AND_BEGIN)
             applied += 1
-            self.guard_commits = False  # Alembic's own commit of this step follows
             now = time.monotonic()
             log.info("applied alembic %s in %.0f ms (1 tries)", step.up_revision_id
                      if step.is_upgrade else step.down_revision_ids, (now - last) * 1000)
@@ -259,8 +265,8 @@ class _Runner:
         options = {k: v for k, v in self.configure.items()
                    if k not in ("on_version_apply", "transaction_per_migration")}
         self.context.configure(connection=self.connection, fn=lambda heads, ctx: steps,
-                               transaction_per_migration=True,
-                               on_version_apply=[*callbacks, count], **options)
+                               transaction_per_migration=False,
+                               on_version_apply=[*callbacks, commit_step], **options)
         self.step_started = time.monotonic()
         try:
             with self._session_timeouts(self.policy.lock_timeout_for(1),
@@ -269,6 +275,7 @@ class _Runner:
                 try:
                     with self.watcher.watching(), self.context.begin_transaction():
                         self.context.run_migrations()
+                        self.guard_commits = False  # the commit that follows is ours
                 finally:
                     self.batch = self.guard_commits = False
                     self.connection.rollback()  # a no-op unless a step failed midway

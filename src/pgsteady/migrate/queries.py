@@ -414,6 +414,8 @@ REACH_BY_NAME: dict[str, str] = {
 
 # --- The blocker watch (migrate/watch.py): short limits, so it can never hang or queue.
 BACKEND_PID = "SELECT pg_backend_pid()"
+# One Alembic step commits and the next one's transaction opens, in one round trip.
+COMMIT_AND_BEGIN = "COMMIT; BEGIN"
 WATCH_SETUP = "SET statement_timeout = '2s'; SET lock_timeout = '100ms'"
 
 # Who blocks backend %(pid)s now, and who blocks them (up to %(depth)s steps); for the
