@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -40,7 +40,6 @@ from psycopg.errors import DeadlockDetected, LockNotAvailable, QueryCanceled
 
 from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, UsageError
 from pgsteady.migrate import history, preflight, queries, send, status
-from pgsteady.migrate.analysis import StatementInfo, analyze
 from pgsteady.migrate.send import StatementFailed
 from pgsteady.migrate.source import Migration
 from pgsteady.migrate.watch import BlockerWatch, server_pid
@@ -51,6 +50,9 @@ from pgsteady.settings import (
     refuse_admin_console,
     scrub,
 )
+
+if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
+    from pgsteady.migrate.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -696,6 +698,8 @@ def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> 
 
 def statements_of(text: str | None) -> list[StatementInfo]:
     """Best-effort analysis of SQL an ORM sent (the Alembic path); [] if it does not parse."""
+    from pgsteady.migrate.analysis import analyze  # noqa: PLC0415 - only when needed
+
     if not text:
         return []
     try:

@@ -18,17 +18,19 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from pgsteady.migrate import queries
-from pgsteady.migrate import resolve as resolving
-from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
+from pgsteady.migrate.locks import LockMode, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
 from pgsteady.sqltext import shorten
+
+if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
+    from pgsteady.migrate.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -163,6 +165,8 @@ def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
         -> dict[str, Any]:
     """Every relation the statements name, resolved in one round trip (300 migrations' worth
     of names cost one query, not one each); what :func:`resolve` takes as ``known``."""
+    from pgsteady.migrate import resolve as resolving  # noqa: PLC0415 - only when needed
+
     return resolving.prefetch(conn, [t for s in statements for t in _waits_for(s)])
 
 
@@ -171,6 +175,8 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
             known: dict[str, Any] | None = None) -> list[Need]:
     """The existing relations the statements lock (an index's table too), with modes.
     ``known`` is a :func:`lookup` made beforehand for many migrations at once."""
+    from pgsteady.migrate import resolve as resolving  # noqa: PLC0415 - only when needed
+
     needs: list[Need] = []
     statements = list(statements)
     if known is None:
