@@ -13,7 +13,9 @@ Prints both wall times (best and median of --repeat, runs alternating) and their
 (goal: within 1.5x), with the load average before and after. For scale it also times two
 floors no Python tool on this stack can go under: ``python -c "import psycopg"``, and a
 *bare* process that imports psycopg and pglast's parser, reads and parses every file, and
-sends them 64 migrations to a message (no history, no timeouts, no checks). Then loads one
+sends them 64 migrations to a message (no history, no timeouts, no checks). One untimed run
+of each comes first, and Python children may write their bytecode cache, as an installed
+program has it. Then loads one
 generated file of --load-mb megabytes with ``source.load_dir`` and prints the time and the
 peak memory (issue 9 item 7: it was quadratic; 20 MB never finished).
 
@@ -23,6 +25,7 @@ peak memory (issue 9 item 7: it was quadratic; 20 MB never finished).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -60,9 +63,16 @@ def write_folder(folder: Path, count: int) -> None:
         (folder / f"{i + 1:04d}_step_{i}.sql").write_text(body)
 
 
+# Child processes may cache their bytecode, as every installed program does (pip compiles it
+# at install time); an environment with PYTHONDONTWRITEBYTECODE would otherwise make every
+# run compile pgsteady's modules again (~30 ms here) and time the compiler.
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(command: list[str]) -> float:
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600,
+                          env=CHILD_ENV)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{command[0]} failed ({done.returncode}): {done.stderr.strip()}")
@@ -140,6 +150,13 @@ def main() -> None:
             psql = str(server.binaries.pg_bindir / "psql")
             times: dict[str, list[float]] = {
                 "pgsteady": [], "inside": [], "psql": [], "bare": [], "import": []}
+            # untimed: bytecode written, files in the page cache, for every contender
+            timed([sys.executable, "-m", "pgsteady", "migrate", "--dir", str(folder), "--dsn",
+                   server.create_database("bench_warm_pgsteady")])
+            timed([sys.executable, "-c", BARE, server.create_database("bench_warm_bare"),
+                   str(folder)])
+            timed([psql, "-X", "-q", "-d", server.create_database("bench_warm_psql"), "-f",
+                   str(script)])
             print(f"load average before: {_load()}")
             for run in range(args.repeat):
                 dsn = server.create_database(f"bench_inside_{run}")
