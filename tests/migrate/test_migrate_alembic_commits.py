@@ -275,3 +275,20 @@ def upgrade():
     with psycopg.connect(db) as conn:
         xids = conn.execute("SELECT count(*), count(DISTINCT xid) FROM seen").fetchone()
     assert xids == (3, 3)
+
+
+def test_commit_in_a_function_nested_in_upgrade_is_refused_too(db, tmp_path):
+    """The quick look at upgrade()'s code (no source read) follows nested functions: a commit
+    in one is still refused before anything runs."""
+    cfg = project(tmp_path, db, [CREATE_T, '''
+def upgrade():
+    def finish():
+        op.get_bind().commit()
+
+    op.execute("CREATE TABLE u (id int)")
+    finish()
+'''])
+    with pytest.raises(CommandError, match=r"alembic upgrade 0001 -> 0002 \(.*0002_r.py:\d+\) "
+                                           r"commits by itself"):
+        command.upgrade(cfg, "head")
+    assert version(db) is None and not exists(db, "t") and not exists(db, "u")

@@ -25,9 +25,9 @@ import inspect
 import logging
 import textwrap
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NoReturn
 
 from pgsteady.errors import BadMigration, MigrationBlocked, MigrationError, PgsteadyError
@@ -134,11 +134,8 @@ def _check_step(step: Any) -> str:
                        None)
     if function is None:
         return SAFE
-    try:  # most revisions never say "commit": no need to parse them (1,000 of them add up)
-        if "commit" not in Path(step.revision.path).read_text(encoding="utf-8"):
-            return SAFE
-    except (OSError, TypeError, ValueError):
-        pass  # no file to read: parse what inspect finds
+    if not _names_commit(function):  # most revisions: no need to read or parse their source
+        return SAFE
     try:
         source = textwrap.dedent(inspect.getsource(function))
         tree = ast.parse(source)
@@ -170,6 +167,22 @@ def _check_step(step: Any) -> str:
             f"revision applied without its alembic_version row. Nothing was run. Put the "
             f"autocommit_block() alone in a revision of its own")
     return AUTOCOMMIT
+
+
+def _names_commit(function: Any) -> bool:
+    """Whether ``function``'s code (nested functions and lambdas too) names ``commit`` or
+    ``autocommit_block``: a call to either must (``x.commit()`` loads the name). True when
+    there is no code to look at, so the source is read then."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return True
+    todo = [code]
+    while todo:
+        current = todo.pop()
+        if "commit" in current.co_names or "autocommit_block" in current.co_names:
+            return True
+        todo += [c for c in current.co_consts if isinstance(c, types.CodeType)]
+    return False
 
 
 def _connection_commits(tree: ast.AST) -> list[ast.Call]:
@@ -309,13 +322,14 @@ class _Runner:
                 conn.connection.driver_connection.rollback()
                 raise _CommitInsideRevision
 
-        def on_execute(conn: Any, *_: Any) -> None:
-            if conn.connection.driver_connection.autocommit:  # committed as it ran
-                self.autocommitted += 1
-
         event.listen(self.connection, "begin", on_begin)
         event.listen(self.connection, "commit", on_commit)
-        event.listen(self.connection, "after_cursor_execute", on_execute)
+
+    def _on_execute(self, conn: Any, *_: Any) -> None:
+        """Counts statements of an autocommit block that committed as they ran (listened to
+        only while one runs: every other statement would pay for it)."""
+        if conn.connection.driver_connection.autocommit:
+            self.autocommitted += 1
 
     def apply(self, step: Any, kind: str, first_try: BaseException | None = None,
               started: float | None = None) -> None:
@@ -376,11 +390,14 @@ class _Runner:
         """The lone autocommit block, then the alembic_version update in its own transaction.
 
         Retried on a lock failure only while nothing of the block has committed."""
+        from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
+
         self.watcher.take()
         migration_context = self.context.get_context()
         with self._session_timeouts(attempt.lock_timeout, self.policy.index_statement_timeout), \
                 self._own_transactions(migration_context):
             self.autocommitted = 0
+            event.listen(self.connection, "after_cursor_execute", self._on_execute)
             try:
                 with self.watcher.watching():
                     self.context.run_migrations()
@@ -388,6 +405,8 @@ class _Runner:
                 if self.autocommitted:
                     raise _PartlyApplied(self.autocommitted) from exc
                 raise
+            finally:
+                event.remove(self.connection, "after_cursor_execute", self._on_execute)
 
     @contextmanager
     def _own_transactions(self, migration_context: Any) -> Iterator[None]:
