@@ -168,31 +168,37 @@ def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
     parsed alone, so time is linear in the file and memory bounded by its largest statement.
     Lines are the file's; parse trees are kept only where ``apply`` needs them.
 
-    Plain statements (:mod:`~pgsteady.migrate.classify`) are analysed only when asked. Others
-    that differ only in constants (a bulk of INSERTs) have one fingerprint, parsed by
-    PostgreSQL's own parser in C: such a statement is analysed once, the rest reuse it.
+    Plain statements (:mod:`~pgsteady.migrate.classify`) are analysed only when asked.
+    Statements that differ only in constants (a bulk of INSERTs) have one fingerprint, parsed
+    by PostgreSQL's own parser in C: such a statement is classified (and, if not plain,
+    analysed) once, the rest reuse that.
     """
     from pgsteady.migrate.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - when needed
 
     out: list[Part] = []
     seen: dict[str, StatementInfo] = {}
+    plain_shapes: set[str] = set()  # fingerprints of lone plain statements
     for chunk in sqltext.split(up.text):
+        key = _fingerprint(chunk.text)
+        if key is not None and (key in plain_shapes or key in seen):
+            lead = sqltext.skip_blanks(chunk.text)
+            newlines = chunk.text.count("\n", 0, lead)
+            line = up.file_line(chunk.line + newlines)
+            col = lead - (chunk.text.rfind("\n", 0, lead) + 1) + 1 + \
+                (chunk.col - 1 if not newlines else 0)
+            if key in plain_shapes:
+                out.append(Part(chunk.text[lead:].strip().rstrip(";").rstrip(), line, col))
+            else:
+                info = replace(seen[key], sql=chunk.text[lead:].strip(), line=line, col=col)
+                out.append(Part(info.sql, info.line, info.col, info))
+            continue
         plain = classify.plain_statements(chunk.text)
         if plain is not None:
+            if key is not None and len(plain) == 1:
+                plain_shapes.add(key)
             for statement in plain:
                 out.append(Part(statement.sql, up.file_line(chunk.line + statement.line - 1),
                                 statement.col + (chunk.col - 1 if statement.line == 1 else 0)))
-            continue
-        key = _fingerprint(chunk.text)
-        template = seen.get(key) if key is not None else None
-        if template is not None:
-            lead = sqltext.skip_blanks(chunk.text)
-            newlines = chunk.text.count("\n", 0, lead)
-            col = lead - (chunk.text.rfind("\n", 0, lead) + 1) + 1
-            info = replace(template, sql=chunk.text[lead:].strip(),
-                           line=up.file_line(chunk.line + newlines),
-                           col=col + (chunk.col - 1 if not newlines else 0))
-            out.append(Part(info.sql, info.line, info.col, info))
             continue
         try:
             found = analyze(chunk.text)
