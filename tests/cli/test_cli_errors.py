@@ -139,3 +139,15 @@ def test_a_setting_libpq_refuses_is_a_usage_error_not_an_unreachable_server(verb
     assert out.returncode == 2, out.stderr
     assert setting.split("=")[1] in out.stderr and "invalid" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_early_ends_the_run_quietly():
+    """`pgsteady lint --list-rules | head -0`: the reader is gone before the first line; the
+    run ends with 141 (as a shell reports SIGPIPE) and no traceback."""
+    proc = subprocess.Popen([*PGSTEADY, "lint", "--list-rules"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # long before the interpreter has started and written anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and err == ""
