@@ -79,3 +79,22 @@ def test_no_analysis_when_nobody_holds_a_lock(tmp_path, db):
     assert history(db) == [1, 2]
     assert all("statements" not in vars(m) for m in migrations)  # never computed
     assert isinstance(migrations[0], Migration)
+
+
+def test_a_plain_folder_applies_without_pglast_trees(tmp_path, db):
+    """Loading and applying plain migrations on a quiet database never runs pglast's AST and
+    enums modules (their import is most of what the analysis would cost a small run)."""
+    import subprocess
+    import sys
+
+    folder = write_migrations(tmp_path / "m", {
+        "0001_t.sql": "-- a table\nCREATE TABLE t (id int);\n\n",
+        "0002_c.sql": "ALTER TABLE t ADD COLUMN c int;\nCOMMENT ON TABLE t IS 'x';\n"})
+    code = ("import sys\nfrom pgsteady.migrate import apply, source\n"
+            f"apply.migrate({db!r}, source.load_dir({str(folder)!r}))\n"
+            "print(sorted(type(sys.modules[m]).__name__ for m in ('pglast.ast', 'pglast.enums')"
+            " if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "['_Deferred', '_Deferred']", done.stdout + done.stderr
+    assert history(db) == [1, 2]

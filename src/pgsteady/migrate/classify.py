@@ -15,7 +15,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pglast.parser import ParseError, parse_sql_json
+from pgsteady.migrate.lint import pglast_loader
+
+# pglast's C parser alone: its AST classes and enums load only if the analysis needs them.
+_parser = pglast_loader.parser()
+ParseError = _parser.ParseError
+parse_sql_json = _parser.parse_sql_json
+fingerprint = _parser.fingerprint
 
 # Top nodes that always run inside a transaction block and never control it.
 PLAIN = frozenset({
@@ -40,8 +46,8 @@ class Plain:
 
 
 def plain_statements(text: str) -> list[Plain] | None:
-    """The statements of ``text`` if every one is plain; None when one needs analysing now
-    (or the text does not parse: the analysis reports where)."""
+    """The statements of ``text`` if every one is plain ([] when it holds none); None when
+    one needs analysing now (or the text does not parse: the analysis reports where)."""
     try:
         encoded = parse_sql_json(text)
     except ParseError:
@@ -68,7 +74,7 @@ def plain_statements(text: str) -> list[Plain] | None:
         line = before.count("\n") + 1
         col = len(before) - (before.rfind("\n") + 1) + 1
         out.append(Plain(piece.strip().rstrip(";").rstrip(), line, col))
-    return out or None
+    return out  # [] for blanks and comments alone
 
 
 def _blank_prefix(text: str) -> int:

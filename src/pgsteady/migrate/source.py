@@ -24,11 +24,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pglast.parser import ParseError, fingerprint
-
 from pgsteady import sqltext
 from pgsteady.errors import BadMigration
 from pgsteady.migrate import classify, layouts
+from pgsteady.migrate.classify import ParseError, fingerprint
 
 if TYPE_CHECKING:
     from pgsteady.migrate.analysis import StatementInfo
@@ -173,8 +172,6 @@ def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
     by PostgreSQL's own parser in C: such a statement is classified (and, if not plain,
     analysed) once, the rest reuse that.
     """
-    from pgsteady.migrate.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - when needed
-
     out: list[Part] = []
     seen: dict[str, StatementInfo] = {}
     plain_shapes: set[str] = set()  # fingerprints of lone plain statements
@@ -200,6 +197,8 @@ def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
                 out.append(Part(statement.sql, up.file_line(chunk.line + statement.line - 1),
                                 statement.col + (chunk.col - 1 if statement.line == 1 else 0)))
             continue
+        from pgsteady.migrate.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - needed
+
         try:
             found = analyze(chunk.text)
         except SqlSyntaxError as exc:
