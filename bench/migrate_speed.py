@@ -12,7 +12,7 @@ the same folder to two fresh databases:
 Prints both wall times (best and median of --repeat, runs alternating) and their ratios
 (goal: within 1.5x), with the load average before and after. For scale it also times two
 floors no Python tool on this stack can go under: ``python -c "import psycopg"``, and a
-*bare* process that imports psycopg and pglast's parser, reads and parses every file, and
+*bare* process that imports psycopg and pglast's C parser, reads and parses every file, and
 sends them 64 migrations to a message (no history, no timeouts, no checks). One untimed run
 of each comes first, and Python children may write their bytecode cache, as an installed
 program has it. Then loads one
@@ -88,7 +88,8 @@ BARE = """
 import sys
 from pathlib import Path
 import psycopg
-from pglast.parser import parse_sql_json
+from pgsteady.migrate.lint import pglast_loader  # pglast's C parser without its AST modules
+parse_sql_json = pglast_loader.parser().parse_sql_json
 files = sorted(Path(sys.argv[2]).glob("*.sql"))
 texts = [f.read_text() for f in files]
 for text in texts:
