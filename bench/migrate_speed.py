@@ -13,7 +13,7 @@ Prints both wall times (best and median of --repeat, runs alternating) and their
 (goal: within 1.5x), with the load average before and after. For scale it also times two
 floors no Python tool on this stack can go under: ``python -c "import psycopg"``, and a
 *bare* process that imports psycopg and pglast's C parser, reads and parses every file, and
-sends them 64 migrations to a message (no history, no timeouts, no checks). One untimed run
+sends them 32 migrations to a message (no history, no timeouts, no checks). One untimed run
 of each comes first, and Python children may write their bytecode cache, as an installed
 program has it. Then loads one
 generated file of --load-mb megabytes with ``source.load_dir`` and prints the time and the
@@ -95,8 +95,8 @@ texts = [f.read_text() for f in files]
 for text in texts:
     parse_sql_json(text)
 with psycopg.connect(sys.argv[1], autocommit=True) as conn:
-    for at in range(0, len(texts), 64):
-        conn.execute("".join("BEGIN;\\n" + t + "\\n;COMMIT;" for t in texts[at:at + 64]))
+    for at in range(0, len(texts), 32):
+        conn.execute("".join("BEGIN;\\n" + t + "\\n;COMMIT;" for t in texts[at:at + 32]))
 """
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 
 import psycopg
 import pytest
@@ -116,3 +117,26 @@ def test_no_transaction_migration_between_batches(tmp_path, db, orgs_dir):
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
                             "'orgs_a'::regclass").fetchone()[0]
+
+
+def test_quick_tries_back_to_back_never_open_the_watch(db):
+    """Many quick tries in a row (a folder in several messages) do not add up to one long
+    try: the blocker watch opens no connection; one try lasting past its interval does."""
+    from pgsteady.migrate.watch import BlockerWatch
+
+    opened: list[float] = []
+
+    def connect() -> psycopg.Connection:
+        opened.append(0.0)
+        return psycopg.connect(db, autocommit=True)
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        with BlockerWatch(connect, pid, interval=0.05) as watch:
+            for _ in range(12):  # 12 x 20 ms, back to back
+                with watch.watching():
+                    time.sleep(0.02)
+            assert opened == []
+            with watch.watching():
+                time.sleep(0.3)
+    assert len(opened) == 1
