@@ -183,6 +183,11 @@ def main() -> None:
             print(f"  floor: bare Python process (import, parse, send; no checks): "
                   f"{_runs(times['bare'])}")
             print(f"  floor: python -c 'import psycopg': {_runs(times['import'])}")
+            rounds = [ours / theirs for ours, theirs in zip(times["pgsteady"], times["psql"],
+                                                            strict=True)]
+            print(f"  ratio to psql, round by round (each pair run back to back, so the load "
+                  f"drifts least): median {statistics.median(rounds):.2f}x, best "
+                  f"{min(rounds):.2f}x, worst {max(rounds):.2f}x")
             for label, pick in (("best", min), ("median", statistics.median)):
                 theirs = pick(times["psql"])
                 print(f"  ratio to psql ({label}): {pick(times['pgsteady']) / theirs:.2f}x whole "
