@@ -140,3 +140,23 @@ def test_quick_tries_back_to_back_never_open_the_watch(db):
             with watch.watching():
                 time.sleep(0.3)
     assert len(opened) == 1
+
+
+def test_steps_of_one_pass_count_as_tries_of_their_own(db):
+    """Inside one watching() (an Alembic pass), steps that each end quickly (next_try) do not
+    make the watch open its connection, however long the pass."""
+    from pgsteady.migrate.watch import BlockerWatch
+
+    opened: list[float] = []
+
+    def connect() -> psycopg.Connection:
+        opened.append(0.0)
+        return psycopg.connect(db, autocommit=True)
+
+    with psycopg.connect(db, autocommit=True) as conn, \
+            BlockerWatch(connect, conn.info.backend_pid, interval=0.05) as watch, \
+            watch.watching():
+        for _ in range(12):
+            time.sleep(0.02)
+            watch.next_try()
+    assert opened == []

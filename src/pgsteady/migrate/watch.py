@@ -87,6 +87,11 @@ class BlockerWatch:
         finally:
             self._active.clear()
 
+    def next_try(self) -> None:
+        """Inside :meth:`watching`, a new try begins (the next Alembic step of a pass): the
+        watch waits for this one to last its interval before it looks."""
+        self._tries += 1
+
     def take(self) -> list[Blocker]:
         """The sessions seen blocking since the last call, direct blockers first."""
         with self._lock:
