@@ -5,11 +5,12 @@ in-process on a fresh database of the lab's PostgreSQL, once with a stock ``env.
 (``context.configure`` + ``begin_transaction`` + ``run_migrations``: all revisions in one
 transaction) and once with ``run_alembic_migrations`` (one transaction per revision, with
 timeouts, a runner lock and a blocker watch), alternating. Prints the best of ``--runs`` for
-each, their ratio and the ratio of medians, per history length (a shared 2-core machine is
-noisy: compare several runs). Goal: within 1.3x at 1,000 revisions
-(issue 10; it was 8.6x when the helper recomputed every step for each revision).
+each, their ratio and the ratio of medians, per history length, and the load average
+before and after (a shared 2-core machine is noisy: compare several runs). Goal: within
+1.3x at 1,000 revisions (issue 10; it was 8.6x when the helper recomputed every step for
+each revision).
 
-    .venv/bin/python bench/alembic_speed.py [--revisions 100,1000] [--runs 3]
+    .venv/bin/python bench/alembic_speed.py [--revisions 100,1000] [--runs 7]
 """
 
 from __future__ import annotations
@@ -98,11 +99,16 @@ def upgrade_seconds(server: Postgres, root: Path, dbname: str) -> float:
         server.drop_database(dbname)
 
 
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--revisions", default="100,1000",
                         help="history lengths, comma-separated (default 100,1000)")
-    parser.add_argument("--runs", type=int, default=3, help="runs of each (best is kept)")
+    parser.add_argument("--runs", type=int, default=7,
+                        help="runs of each, alternating (best and median are printed)")
     args = parser.parse_args()
     lengths = [int(n) for n in args.revisions.split(",")]
     who = _process.run_as()
@@ -111,6 +117,7 @@ def main() -> None:
     server = Postgres(workdir, who=who)
     try:
         server.start()
+        print(f"load average before: {_load()} (2 shared cores: compare ratios, not seconds)")
         print(f"{'revisions':>9}  {'stock env.py':>12}  {'helper':>9}  {'ratio':>6}  "
               f"(best of {args.runs}; median ratio after)")
         for length in lengths:
@@ -130,6 +137,7 @@ def main() -> None:
                   f"{best_helper / best_stock:>5.2f}x  median {median:.2f}x   (all runs: stock "
                   f"{', '.join(f'{t:.2f}' for t in times['stock'])}; helper "
                   f"{', '.join(f'{t:.2f}' for t in times['helper'])})", flush=True)
+        print(f"load average after: {_load()}")
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)

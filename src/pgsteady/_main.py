@@ -24,6 +24,10 @@ def main() -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a filter the pipe stopped
+    finally:
+        # The process ends now and everything goes with it: frozen, what is left skips the
+        # full collection Python's teardown runs (~20 ms after a migrate of 300 files).
+        gc.freeze()
 
 
 def _run(argv: list[str]) -> int:

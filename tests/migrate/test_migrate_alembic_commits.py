@@ -252,3 +252,43 @@ def upgrade():
     assert f"pid {holder.pid} 'hidden-report'" in str(err.value)
     assert "holds AccessShareLock on public.t" in str(err.value)
     assert version(db) == "0001"
+
+
+def test_batched_revisions_commit_one_transaction_each(db, tmp_path):
+    """Revisions run in one pass still get a transaction each (one xid per revision), and a
+    failing one leaves the ones before it committed with the version row at the last of them."""
+    record = '''
+def upgrade():
+    op.execute("INSERT INTO seen SELECT pg_current_xact_id()")
+'''
+    cfg = project(tmp_path, db, ['''
+def upgrade():
+    op.execute("CREATE TABLE seen (xid xid8)")
+''', record, record, record, '''
+def upgrade():
+    op.execute("INSERT INTO seen SELECT pg_current_xact_id()")
+    op.execute("SELECT 1 / 0")
+''', record])
+    with pytest.raises(CommandError, match=r"0004 -> 0005 failed: 22012"):
+        command.upgrade(cfg, "head")
+    assert version(db) == "0004"
+    with psycopg.connect(db) as conn:
+        xids = conn.execute("SELECT count(*), count(DISTINCT xid) FROM seen").fetchone()
+    assert xids == (3, 3)
+
+
+def test_commit_in_a_function_nested_in_upgrade_is_refused_too(db, tmp_path):
+    """The quick look at upgrade()'s code (no source read) follows nested functions: a commit
+    in one is still refused before anything runs."""
+    cfg = project(tmp_path, db, [CREATE_T, '''
+def upgrade():
+    def finish():
+        op.get_bind().commit()
+
+    op.execute("CREATE TABLE u (id int)")
+    finish()
+'''])
+    with pytest.raises(CommandError, match=r"alembic upgrade 0001 -> 0002 \(.*0002_r.py:\d+\) "
+                                           r"commits by itself"):
+        command.upgrade(cfg, "head")
+    assert version(db) is None and not exists(db, "t") and not exists(db, "u")

@@ -12,7 +12,7 @@ from typing import Any
 from pgsteady.cli import _args
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, BadMigration, MigrationError
 from pgsteady.migrate import apply, history, layouts, repair, source, status
-from pgsteady.migrate.analysis import Reach
+from pgsteady.migrate.locks import Reach
 from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1

@@ -25,9 +25,9 @@ import inspect
 import logging
 import textwrap
 import time
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, NoReturn
 
 from pgsteady.errors import BadMigration, MigrationBlocked, MigrationError, PgsteadyError
@@ -134,11 +134,8 @@ def _check_step(step: Any) -> str:
                        None)
     if function is None:
         return SAFE
-    try:  # most revisions never say "commit": no need to parse them (1,000 of them add up)
-        if "commit" not in Path(step.revision.path).read_text(encoding="utf-8"):
-            return SAFE
-    except (OSError, TypeError, ValueError):
-        pass  # no file to read: parse what inspect finds
+    if not _names_commit(function):  # most revisions: no need to read or parse their source
+        return SAFE
     try:
         source = textwrap.dedent(inspect.getsource(function))
         tree = ast.parse(source)
@@ -170,6 +167,22 @@ def _check_step(step: Any) -> str:
             f"revision applied without its alembic_version row. Nothing was run. Put the "
             f"autocommit_block() alone in a revision of its own")
     return AUTOCOMMIT
+
+
+def _names_commit(function: Any) -> bool:
+    """Whether ``function``'s code (nested functions and lambdas too) names ``commit`` or
+    ``autocommit_block``: a call to either must (``x.commit()`` loads the name). True when
+    there is no code to look at, so the source is read then."""
+    code = getattr(inspect.unwrap(function), "__code__", None)
+    if code is None:
+        return True
+    todo = [code]
+    while todo:
+        current = todo.pop()
+        if "commit" in current.co_names or "autocommit_block" in current.co_names:
+            return True
+        todo += [c for c in current.co_consts if isinstance(c, types.CodeType)]
+    return False
 
 
 def _connection_commits(tree: ast.AST) -> list[ast.Call]:
@@ -235,24 +248,27 @@ class _Runner:
             step = steps[done]
             if not _is_lock_failure(failure):
                 self._raise_failure(step, failure)
-            seen = "; ".join(b.describe(query_chars=apply.LOGGED_QUERY_CHARS)
-                             for b in self._name_blockers(failure))
-            log.warning("%s: try 1 could not get its locks within lock_timeout %.0f ms (%s); "
-                        "blocked by: %s", _label(step), self.policy.lock_timeout_for(1) * 1000,
-                        type(apply.pg_error(failure)).__name__, seen or "(gone before it was seen)")
+            # logged and named with the retries: apply.with_lock_retries
             self.apply(step, SAFE, first_try=failure, started=self.step_started)
             done += 1
 
     def _batch(self, steps: list[Any]) -> tuple[int, BaseException | None]:
-        """Run ``steps`` in one Alembic pass, a transaction each: (applied, failure)."""
-        applied = 0
+        """Run ``steps`` in one Alembic pass, a transaction each: (applied, failure).
 
+        Each step commits with its alembic_version row from the callback Alembic calls
+        right after recording it, in one message that also opens the next step's
+        transaction (``COMMIT; BEGIN``): Alembic's own per-step commit, then the driver's
+        BEGIN before the next statement, would be two round trips. SQLAlchemy sees one
+        transaction around the pass; its final commit ends an empty one."""
+        applied = 0
+        cursor = self.connection.connection.driver_connection.cursor()  # one for all steps
         last = time.monotonic()
 
-        def count(step: Any, **_: Any) -> None:
+        def commit_step(step: Any, **_: Any) -> None:
             nonlocal applied, last
+            cursor.execute(queries.COMMIT_AND_BEGIN)
+            self.watcher.next_try()  # a slow pass of quick steps is not one long wait
             applied += 1
-            self.guard_commits = False  # Alembic's own commit of this step follows
             now = time.monotonic()
             log.info("applied alembic %s in %.0f ms (1 tries)", step.up_revision_id
                      if step.is_upgrade else step.down_revision_ids, (now - last) * 1000)
@@ -263,8 +279,8 @@ class _Runner:
         options = {k: v for k, v in self.configure.items()
                    if k not in ("on_version_apply", "transaction_per_migration")}
         self.context.configure(connection=self.connection, fn=lambda heads, ctx: steps,
-                               transaction_per_migration=True,
-                               on_version_apply=[*callbacks, count], **options)
+                               transaction_per_migration=False,
+                               on_version_apply=[*callbacks, commit_step], **options)
         self.step_started = time.monotonic()
         try:
             with self._session_timeouts(self.policy.lock_timeout_for(1),
@@ -273,6 +289,7 @@ class _Runner:
                 try:
                     with self.watcher.watching(), self.context.begin_transaction():
                         self.context.run_migrations()
+                        self.guard_commits = False  # the commit that follows is ours
                 finally:
                     self.batch = self.guard_commits = False
                     self.connection.rollback()  # a no-op unless a step failed midway
@@ -306,13 +323,14 @@ class _Runner:
                 conn.connection.driver_connection.rollback()
                 raise _CommitInsideRevision
 
-        def on_execute(conn: Any, *_: Any) -> None:
-            if conn.connection.driver_connection.autocommit:  # committed as it ran
-                self.autocommitted += 1
-
         event.listen(self.connection, "begin", on_begin)
         event.listen(self.connection, "commit", on_commit)
-        event.listen(self.connection, "after_cursor_execute", on_execute)
+
+    def _on_execute(self, conn: Any, *_: Any) -> None:
+        """Counts statements of an autocommit block that committed as they ran (listened to
+        only while one runs: every other statement would pay for it)."""
+        if conn.connection.driver_connection.autocommit:
+            self.autocommitted += 1
 
     def apply(self, step: Any, kind: str, first_try: BaseException | None = None,
               started: float | None = None) -> None:
@@ -373,11 +391,14 @@ class _Runner:
         """The lone autocommit block, then the alembic_version update in its own transaction.
 
         Retried on a lock failure only while nothing of the block has committed."""
+        from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
+
         self.watcher.take()
         migration_context = self.context.get_context()
         with self._session_timeouts(attempt.lock_timeout, self.policy.index_statement_timeout), \
                 self._own_transactions(migration_context):
             self.autocommitted = 0
+            event.listen(self.connection, "after_cursor_execute", self._on_execute)
             try:
                 with self.watcher.watching():
                     self.context.run_migrations()
@@ -385,6 +406,8 @@ class _Runner:
                 if self.autocommitted:
                     raise _PartlyApplied(self.autocommitted) from exc
                 raise
+            finally:
+                event.remove(self.connection, "after_cursor_execute", self._on_execute)
 
     @contextmanager
     def _own_transactions(self, migration_context: Any) -> Iterator[None]:

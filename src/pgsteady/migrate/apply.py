@@ -13,8 +13,12 @@ with their own timeouts; an INVALID index a failed try left is dropped before th
 
 The history is the migrations' tool's own table (:mod:`~pgsteady.migrate.history`); before
 anything runs, the folder and that history must agree (:mod:`~pgsteady.migrate.status`).
-A transactional migration travels in one round trip (BEGIN, timeouts, statements, history
-row, COMMIT), so a folder of small migrations applies as fast as one psql session.
+Transactional migrations travel up to 32 to a message (:mod:`~pgsteady.migrate.send`: BEGIN,
+timeouts, statements, history row, COMMIT for each), first tries only: PostgreSQL stops the
+message at the first error, so the ones before it have committed and none after it ran; the
+failed one is retried (or reported) alone. A folder of small migrations thus costs a round
+trip per 32 of them, where a psql session pays one per statement. (Interrupted mid-message,
+the ones that committed are in the history but not reported as applied by this run.)
 """
 
 from __future__ import annotations
@@ -28,15 +32,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.errors import DeadlockDetected, LockNotAvailable, QueryCanceled
 
 from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, UsageError
-from pgsteady.migrate import history, preflight, queries, status
-from pgsteady.migrate.analysis import StatementInfo, analyze
+from pgsteady.migrate import history, preflight, queries, send, status
+from pgsteady.migrate.send import StatementFailed
 from pgsteady.migrate.source import Migration
 from pgsteady.migrate.watch import BlockerWatch, server_pid
 from pgsteady.settings import (
@@ -47,6 +51,9 @@ from pgsteady.settings import (
     scrub,
 )
 
+if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
+    from pgsteady.migrate.analysis import StatementInfo
+
 log = logging.getLogger("pgsteady.migrate")
 
 T = TypeVar("T")
@@ -54,6 +61,9 @@ RETRYABLE = (LockNotAvailable, DeadlockDetected)
 MIN_LOCK_TIMEOUT = 0.02  # a try with less time than this left is not worth starting
 POLL_RUNNER_LOCK = 0.1
 LOGGED_QUERY_CHARS = 80
+# Transactional migrations sent in one message at most (a failed one is then retried alone).
+BATCH_MIGRATIONS = 32  # ~10 ms of a quiet server: the blocker watch (50 ms) stays idle
+BATCH_CHARS = 1 << 20
 
 
 def application_name() -> str:
@@ -125,22 +135,6 @@ class Applied:
     seconds: float
 
 
-class _StatementFailed(Exception):
-    """Carries which statement failed out of the rolled-back transaction.
-
-    ``sent_offset``: where the statement's text started in the query string sent (a whole
-    migration goes in one message), so PostgreSQL's error position (``diag.statement_position``,
-    1-based, over that string) minus it is the position within the statement."""
-
-    def __init__(self, where: str, statement: StatementInfo, cause: psycopg.Error,
-                 sent_offset: int = 0) -> None:
-        super().__init__(str(cause))
-        self.where = where
-        self.statement = statement
-        self.cause = cause
-        self.sent_offset = sent_offset
-
-
 def pg_error(exc: BaseException) -> BaseException | None:
     """The psycopg error behind ``exc`` (itself, SQLAlchemy's ``.orig``, or the cause)."""
     for candidate in (exc, getattr(exc, "orig", None), getattr(exc, "cause", None),
@@ -176,45 +170,43 @@ def with_lock_retries(
 
     ``try_once`` must roll back everything it did when it raises. Only lock failures
     (55P03, 40P01) are retried; anything else propagates at once. Returns (result, tries).
-    ``failed_try``: a first try already made elsewhere (and logged) failed with it; the
-    schedule goes on from the second, and the budget counts from ``started`` (when that
-    first try began), so the clock never restarts.
+    ``failed_try``: the first try was made elsewhere (several migrations in one message) and
+    failed with it, begun at ``started``: it is logged and named here, the schedule goes on
+    from the second try, and the budget counts from ``started``, so the clock never restarts.
     """
     start = time.monotonic() if started is None else started
     deadline = start + policy.retry_budget
-    last: BaseException | None = failed_try
+    last: BaseException | None = None
     blockers: list[preflight.Blocker] = []
     tries = 0
-    first = 1
-    if failed_try is not None:
-        first = tries = 2
-        time.sleep(max(0.0, min(policy.wait_before(2),
-                                deadline - time.monotonic() - MIN_LOCK_TIMEOUT)))
-    for number in range(first, policy.retries + 2):
+    for number in range(1, policy.retries + 2):
+        if number > 1:
+            wait = min(policy.wait_before(number), deadline - time.monotonic() - MIN_LOCK_TIMEOUT)
+            if wait < 0:
+                break
+            time.sleep(wait)
         remaining = deadline - time.monotonic()
         if number > 1 and remaining < MIN_LOCK_TIMEOUT:
             break
         lock_timeout = max(MIN_LOCK_TIMEOUT, min(policy.lock_timeout_for(number), remaining))
         tries = number
-        try:
-            return try_once(Attempt(number, lock_timeout)), number
-        except Exception as exc:
-            if not isinstance(pg_error(exc), RETRYABLE):
-                raise
-            last = exc
+        if number == 1 and failed_try is not None:
+            if not isinstance(pg_error(failed_try), RETRYABLE):
+                raise failed_try
+            last, lock_timeout = failed_try, first_lock_timeout(policy)
+        else:
+            try:
+                return try_once(Attempt(number, lock_timeout)), number
+            except Exception as exc:
+                if not isinstance(pg_error(exc), RETRYABLE):
+                    raise
+                last = exc
         blockers = _safe_blockers(name_blockers, last)
         log.warning("%s: try %d could not get its locks within lock_timeout %.0f ms (%s); "
                     "blocked by: %s", what, number, lock_timeout * 1000,
                     type(pg_error(last)).__name__,
                     "; ".join(b.describe(query_chars=LOGGED_QUERY_CHARS) for b in blockers)
                     or "(gone before it was seen)")
-        if number > policy.retries:
-            break
-        wait = policy.wait_before(number + 1)
-        wait = min(wait, deadline - time.monotonic() - MIN_LOCK_TIMEOUT)
-        if wait < 0:
-            break
-        time.sleep(wait)
     spent = time.monotonic() - start
     named = "; ".join(b.describe() for b in blockers) or \
         "a session not identified (it may have ended)"
@@ -223,6 +215,11 @@ def with_lock_retries(
         f"{policy.retry_budget:g}s, lock_timeout up to {policy.lock_timeout:g}s); nothing of it "
         f"was applied. Blocked by: {named}. Wait for it, or end it with "
         f"pg_terminate_backend(pid), then run again") from last
+
+
+def first_lock_timeout(policy: Policy) -> float:
+    """The lock_timeout of a first try (what :func:`with_lock_retries` gives try 1)."""
+    return max(MIN_LOCK_TIMEOUT, min(policy.lock_timeout_for(1), policy.retry_budget))
 
 
 def _safe_blockers(name_blockers: Callable[[BaseException], list[preflight.Blocker]] | None,
@@ -450,12 +447,63 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
             store.ensure(conn)
         watcher = BlockerWatch(watch_connect, server_pid(conn)) if watch_connect else None
         with watcher or nullcontext():
-            for migration in todo:
-                applied = apply_one(conn, migration, policy, store, watcher=watcher)
-                done.append(applied)
+            position = 0
+            while position < len(todo):  # each round applies one migration at least, or raises
+                batch = next_batch(todo, position)
+                applied: list[Applied] = []
+                failure: BaseException | None = None
+                started = time.monotonic()
+                if len(batch) > 1:
+                    applied, failure, started = apply_batch(conn, batch, policy, store,
+                                                            watcher=watcher)
+                for one in applied:
+                    done.append(one)
+                    if on_applied is not None:
+                        on_applied(one)
+                position += len(applied)
+                if failure is None and len(batch) > 1:
+                    continue
+                # alone: a no-transaction migration, or the one that failed in a batch
+                one = apply_one(conn, todo[position], policy, store, watcher=watcher,
+                                first_try=failure, started=started)
+                done.append(one)
                 if on_applied is not None:
-                    on_applied(applied)
+                    on_applied(one)
+                position += 1
     return done
+
+
+def next_batch(todo: Sequence[Migration], position: int) -> Sequence[Migration]:
+    """The transactional migrations from ``position`` on that go in one message (bounded in
+    number and size, so a try stays short and the blocker watch rarely needs to look)."""
+    end, chars = position, 0
+    while end < len(todo) and end - position < BATCH_MIGRATIONS and todo[end].transactional:
+        chars += len(todo[end].sql)
+        if chars > BATCH_CHARS and end > position:
+            break
+        end += 1
+    return todo[position:max(end, position + 1)]
+
+
+def apply_batch(conn: psycopg.Connection[Any], batch: Sequence[Migration], policy: Policy,
+                store: history.Store, *, watcher: BlockerWatch | None = None) \
+        -> tuple[list[Applied], BaseException | None, float]:
+    """First tries of several transactional migrations in one message, each in its own
+    transaction with its timeouts and history row: (applied, why the next one failed or None,
+    when that one's try began). The caller retries or reports the failed one alone."""
+    start = time.monotonic()
+    records = [store.record_sql(conn, m, 1, 0.0) for m in batch]
+    if watcher is not None:
+        watcher.take()  # forget what earlier tries saw
+    with watcher.watching() if watcher is not None else nullcontext():
+        sent = send.send(conn, batch, records, lock_timeout=first_lock_timeout(policy),
+                         statement_timeout=policy.statement_timeout)
+    seconds = sent.seconds[:sent.committed]
+    applied = []
+    for migration, took in zip(batch, seconds, strict=False):
+        log.info("applied %s in %.0f ms (1 tries)", migration.label, took * 1000)
+        applied.append(Applied(migration.version, migration.name, 1, took))
+    return applied, sent.failure, start + sum(seconds)
 
 
 def _watch_connection(dsn: str) -> psycopg.Connection[Any]:
@@ -466,12 +514,14 @@ def _watch_connection(dsn: str) -> psycopg.Connection[Any]:
 
 
 def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Policy,
-              store: history.Store, *, watcher: BlockerWatch | None = None) -> Applied:
+              store: history.Store, *, watcher: BlockerWatch | None = None,
+              first_try: BaseException | None = None, started: float | None = None) -> Applied:
     """One migration, with lock retries; all of it or nothing of it.
 
     With a ``watcher`` on ``conn``'s backend, a failed try names the sessions seen in its
-    way; without one (or if it saw none), those the analysis predicts."""
-    start = time.monotonic()
+    way; without one (or if it saw none), those the analysis predicts. ``first_try``: its
+    first try, begun at ``started``, was made in a batch (:func:`apply_batch`) and failed."""
+    start = time.monotonic() if started is None else started
     step = _transactional if migration.transactional else _autocommit
 
     def try_once(attempt: Attempt) -> None:
@@ -486,7 +536,7 @@ def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Polic
         seen = watcher.take() if watcher is not None else []
         if seen:
             return seen
-        statements = [exc.statement] if isinstance(exc, _StatementFailed) else \
+        statements = [exc.statement] if isinstance(exc, StatementFailed) else \
             list(migration.statements)
         needs = preflight.resolve(conn, migration, statements)
         found = preflight.blockers_for(conn, needs, min_age=0.0)
@@ -500,8 +550,9 @@ def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Polic
 
     try:
         _, tries = with_lock_retries(try_once, policy, what=migration.label,
-                                     name_blockers=name_blockers)
-    except _StatementFailed as exc:
+                                     name_blockers=name_blockers, failed_try=first_try,
+                                     started=start)
+    except StatementFailed as exc:
         raise _failure(migration, exc, policy, _invalid_index(conn, migration)) from exc.cause
     except MigrationBlocked as exc:
         left = _invalid_index(conn, migration)
@@ -529,7 +580,7 @@ def _invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> str |
             f"building it again")
 
 
-def _failure(migration: Migration, exc: _StatementFailed, policy: Policy,
+def _failure(migration: Migration, exc: StatementFailed, policy: Policy,
              invalid_index: str | None = None) -> MigrationError:
     cause = exc.cause
     if isinstance(cause, QueryCanceled):
@@ -566,50 +617,18 @@ def _run_statements(conn: psycopg.Connection[Any], migration: Migration) -> None
         try:
             _execute(conn, statement.sql)
         except psycopg.Error as exc:
-            raise _StatementFailed(migration.where(statement), statement, exc) from exc
-
-
-class _CountingCursor(psycopg.Cursor[Any]):
-    """Counts the statements of a multi-statement query that succeeded before an error, so a
-    migration sent in one round trip still names the statement that failed."""
-
-    succeeded: int | None = None
-
-    def _check_results(self, results: list[Any]) -> None:
-        fatal = psycopg.pq.ExecStatus.FATAL_ERROR
-        self.succeeded = next((i for i, r in enumerate(results) if r.status == fatal),
-                              len(results))
-        super()._check_results(results)
+            raise StatementFailed(migration.where(statement), statement, exc) from exc
 
 
 def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
                    policy: Policy, store: history.Store, start: float) -> None:
     """The whole migration in one round trip: BEGIN, its timeouts, its statements, its history
     row, COMMIT (a psql session needs a round trip per statement)."""
-    timeouts = psycopg.ClientCursor(conn).mogrify(queries.SET_LOCAL_TIMEOUTS, {
-        "lock_timeout": pg_interval(attempt.lock_timeout),
-        "statement_timeout": pg_interval(policy.statement_timeout)})
     record = store.record_sql(conn, migration, attempt.number, time.monotonic() - start)
-    parts = ["BEGIN", timeouts, *(s.sql for s in migration.statements), *record, "COMMIT"]
-    separator = "\n;\n"  # a statement may end in a -- comment
-    cursor = _CountingCursor(conn)
-    try:
-        cursor.execute(separator.join(parts))  # type: ignore[arg-type,unused-ignore]  # user SQL
-    except psycopg.Error as exc:
-        if not conn.closed and conn.info.transaction_status != \
-                psycopg.pq.TransactionStatus.IDLE:
-            conn.execute("ROLLBACK")
-        index = -1 if cursor.succeeded is None else cursor.succeeded - 2
-        if 0 <= index < len(migration.statements):
-            statement = migration.statements[index]
-            offset = sum(len(p) + len(separator) for p in parts[:index + 2])
-            raise _StatementFailed(migration.where(statement), statement, exc,
-                                   offset) from exc
-        if cursor.succeeded is None and not isinstance(exc, psycopg.OperationalError):
-            # cannot tell which one (psycopg changed?): the first, with the error itself
-            statement = migration.statements[0]
-            raise _StatementFailed(migration.path.name, statement, exc) from exc
-        raise
+    sent = send.send(conn, [migration], [record], lock_timeout=attempt.lock_timeout,
+                     statement_timeout=policy.statement_timeout)
+    if sent.failure is not None:
+        raise sent.failure
 
 
 def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,
@@ -623,7 +642,7 @@ def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: At
         try:
             if not _drop_invalid_index(conn, migration):
                 _run_statements(conn, migration)
-        except _StatementFailed:
+        except StatementFailed:
             store.unstart(conn, migration)  # it failed cleanly: it did not take effect
             raise
         _set(conn, "statement_timeout", policy.statement_timeout, local=False)
@@ -673,12 +692,14 @@ def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> 
     try:
         conn.execute(queries.drop_index_concurrently(schema, index))
     except psycopg.Error as exc:
-        raise _StatementFailed(migration.where(statement), statement, exc) from exc
+        raise StatementFailed(migration.where(statement), statement, exc) from exc
     return False
 
 
 def statements_of(text: str | None) -> list[StatementInfo]:
     """Best-effort analysis of SQL an ORM sent (the Alembic path); [] if it does not parse."""
+    from pgsteady.migrate.analysis import analyze  # noqa: PLC0415 - only when needed
+
     if not text:
         return []
     try:

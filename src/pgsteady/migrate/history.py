@@ -13,7 +13,6 @@ process dies mid-way, the next run knows which one did not finish instead of gue
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -159,7 +158,8 @@ class Store:
                 finished: bool) -> dict[str, Any]:
         return {"version": migration.version, "tag": migration.tag, "name": migration.name,
                 "checksum": migration.checksum, "duration_ms": round(seconds * 1000),
-                "tries": tries, "finished": finished, "id": str(uuid.uuid4()),
+                "tries": tries, "finished": finished,
+                "id": _new_id() if self.tool == "prisma" else None,
                 "script": migration.path.name, "type": "SQL",
                 "applied_by": _applied_by()}
 
@@ -219,6 +219,13 @@ class Store:
             conn.execute(self._statement("realign"), self._params(migration, 0, 0.0, True))
         else:  # goose, dbmate, golang-migrate keep no checksum: record it as applied
             self.record(conn, migration, 0, 0.0)
+
+
+def _new_id() -> str:
+    """A random id (Prisma's rows have one); uuid is imported only for such a layout."""
+    import uuid  # noqa: PLC0415 - its import costs every migrate start ~2 ms
+
+    return str(uuid.uuid4())
 
 
 def _as_int(tag: str) -> int | None:

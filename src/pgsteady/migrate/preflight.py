@@ -18,17 +18,19 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from pgsteady.migrate import queries
-from pgsteady.migrate import resolve as resolving
-from pgsteady.migrate.analysis import LockMode, StatementInfo, Target
+from pgsteady.migrate.locks import LockMode, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
 from pgsteady.sqltext import shorten
+
+if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
+    from pgsteady.migrate.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -163,6 +165,8 @@ def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
         -> dict[str, Any]:
     """Every relation the statements name, resolved in one round trip (300 migrations' worth
     of names cost one query, not one each); what :func:`resolve` takes as ``known``."""
+    from pgsteady.migrate import resolve as resolving  # noqa: PLC0415 - only when needed
+
     return resolving.prefetch(conn, [t for s in statements for t in _waits_for(s)])
 
 
@@ -171,6 +175,8 @@ def resolve(conn: psycopg.Connection[Any], migration: Migration | None,
             known: dict[str, Any] | None = None) -> list[Need]:
     """The existing relations the statements lock (an index's table too), with modes.
     ``known`` is a :func:`lookup` made beforehand for many migrations at once."""
+    from pgsteady.migrate import resolve as resolving  # noqa: PLC0415 - only when needed
+
     needs: list[Need] = []
     statements = list(statements)
     if known is None:
@@ -239,6 +245,13 @@ def _lockers(conn: psycopg.Connection[Any], needs: Sequence[Need], *,
     return [blocker for _, blocker in best.values()], young_for
 
 
+def _anyone_locks(conn: psycopg.Connection[Any]) -> bool:
+    """Whether another session holds or awaits a relation lock in this database now (what
+    :data:`~pgsteady.migrate.queries.RELATION_LOCKERS` would find, for any relation)."""
+    row = conn.execute(queries.ANY_RELATION_LOCKER).fetchone()
+    return bool(row and row[0])
+
+
 def old_snapshots(conn: psycopg.Connection[Any], *, min_age: float) -> list[Session]:
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(queries.OLD_SNAPSHOTS,
@@ -250,8 +263,10 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
           min_age: float = 1.0) -> Report:
     """Preflight the pending migrations; the report names every session in their way."""
     report = Report(list(pending))
-    known = lookup(conn, [s for m in pending for s in m.statements])
-    needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
+    needs: list[Need] = []
+    if _anyone_locks(conn):  # else nobody can be in the way: no need to analyse or resolve
+        known = lookup(conn, [s for m in pending for s in m.statements])
+        needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
     blockers, young_for = _lockers(conn, needs, min_age=min_age)
     if young_for > 0:
         # Young active queries are not ignored: if they still hold a conflicting lock once
@@ -261,7 +276,9 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
         named = {b.session.pid for b in blockers}
         blockers += [b for b in again if b.session.pid not in named]
     report.blockers += blockers
-    waiting = [(m, s) for m in pending for s in m.statements if s.kind in SNAPSHOT_WAITERS]
+    # (such statements cannot run in a transaction: only no-transaction migrations hold them)
+    waiting = [(m, s) for m in pending if not m.transactional
+               for s in m.statements if s.kind in SNAPSHOT_WAITERS]
     if waiting:
         migration, statement = waiting[0]
         named = {b.session.pid for b in report.blockers}

@@ -19,7 +19,12 @@ RUNNER_LOCK_KEY = (RUNNER_LOCK_HI << 32) | RUNNER_LOCK_LO
 SET_LOCAL = "SELECT set_config(%(name)s, %(value)s, true)"
 SET_SESSION = "SELECT set_config(%(name)s, %(value)s, false)"
 SET_LOCAL_TIMEOUTS = ("SELECT set_config('lock_timeout', %(lock_timeout)s, true), "
-                      "set_config('statement_timeout', %(statement_timeout)s, true)")
+                      "set_config('statement_timeout', %(statement_timeout)s, true), "
+                      "set_config('pgsteady.try_started', clock_timestamp()::text, true)")
+# Seconds since the try began (SET_LOCAL_TIMEOUTS noted when; else since its transaction did).
+_TRY_STARTED = ("coalesce(nullif(current_setting('pgsteady.try_started', true), '')"
+                "::timestamptz, now())")
+TRY_SECONDS = "SELECT extract(epoch FROM clock_timestamp() - " + _TRY_STARTED + ")::float8"
 
 TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s)"
 RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s)"
@@ -64,6 +69,15 @@ LEFT JOIN pg_index i ON i.indexrelid = c.oid
 
 # Sessions holding or waiting for a lock on any of the relations (filtered by mode in Python,
 # with the conflict table in analysis.LockMode).
+# Does RELATION_LOCKERS have anything to find at all? (Cheaper than resolving what the
+# pending statements lock, on a database nobody else is using.)
+ANY_RELATION_LOCKER = """
+SELECT EXISTS (SELECT FROM pg_locks l
+               WHERE l.locktype = 'relation'
+                 AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                 AND l.pid <> pg_backend_pid())
+"""
+
 RELATION_LOCKERS = f"""
 SELECT {_SESSION_COLUMNS},
     l.relation::int8 AS relation_oid, l.relation::regclass::text AS relation,
@@ -203,9 +217,9 @@ CREATE TABLE IF NOT EXISTS {} (
 HISTORY_SEED: dict[str, LiteralString] = {"goose": "INSERT INTO {} (version_id, is_applied) "
                          "SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM {})"}
 
-# Milliseconds since this transaction began: a migration sent in one message records its
-# own duration.
-_THIS_TRY_MS = "(extract(epoch FROM clock_timestamp() - now()) * 1000)::int"
+# Milliseconds since this try began: a migration sent in a message records its own duration
+# (now() is when the message arrived, the same for every migration in it).
+_THIS_TRY_MS = "(extract(epoch FROM clock_timestamp() - " + _TRY_STARTED + ") * 1000)::int"
 
 # (tool, action) -> statement; {} is the qualified table name, values are parameters.
 HISTORY_DML: dict[tuple[str, str], LiteralString] = {
@@ -400,6 +414,8 @@ REACH_BY_NAME: dict[str, str] = {
 
 # --- The blocker watch (migrate/watch.py): short limits, so it can never hang or queue.
 BACKEND_PID = "SELECT pg_backend_pid()"
+# One Alembic step commits and the next one's transaction opens, in one round trip.
+COMMIT_AND_BEGIN = "COMMIT; BEGIN"
 WATCH_SETUP = "SET statement_timeout = '2s'; SET lock_timeout = '100ms'"
 
 # Who blocks backend %(pid)s now, and who blocks them (up to %(depth)s steps); for the

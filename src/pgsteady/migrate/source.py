@@ -20,14 +20,17 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
-
-from pglast.parser import ParseError, fingerprint
+from typing import TYPE_CHECKING
 
 from pgsteady import sqltext
 from pgsteady.errors import BadMigration
-from pgsteady.migrate import layouts
-from pgsteady.migrate.analysis import SqlSyntaxError, StatementInfo, analyze
+from pgsteady.migrate import classify, layouts
+from pgsteady.migrate.classify import ParseError, fingerprint
+
+if TYPE_CHECKING:
+    from pgsteady.migrate.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -38,11 +41,23 @@ _TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate"}
 
 
 @dataclass(frozen=True)
+class Part:
+    """One statement of a file: its text and place, and its analysis when loading needed it
+    (a statement of a kind that always runs in a transaction is analysed when asked)."""
+
+    sql: str
+    line: int
+    col: int
+    info: StatementInfo | None = None
+
+
+@dataclass(frozen=True)
 class Migration:
     """One migration file, parsed and checked.
 
     ``version`` orders it; ``tag`` is the version as its tool writes it in its history table
-    (``20240101120000_init`` for Prisma, ``1.2`` for Flyway); ``sql`` is its Up part.
+    (``20240101120000_init`` for Prisma, ``1.2`` for Flyway); ``sql`` is its Up part;
+    ``parts`` its statements as text, ``statements`` the same analysed (on first use).
     """
 
     version: int
@@ -50,7 +65,7 @@ class Migration:
     path: Path
     sql: str
     transactional: bool
-    statements: tuple[StatementInfo, ...] = field(repr=False)
+    parts: tuple[Part, ...] = field(repr=False)
     checksum: str = field(default="", repr=False)
     tag: str = ""
     layout: str = "pgsteady"
@@ -63,6 +78,12 @@ class Migration:
             object.__setattr__(self, "tag", str(self.version))
         if not self.order:
             object.__setattr__(self, "order", (self.version,))
+
+    @cached_property
+    def statements(self) -> tuple[StatementInfo, ...]:
+        """Every statement with what it locks (analysed now if loading did not need to)."""
+        return tuple(part.info if part.info is not None else _analysed(part)
+                     for part in self.parts)
 
     @property
     def label(self) -> str:
@@ -115,12 +136,13 @@ def load_file(path: Path, version: int, name: str) -> Migration:
 def load(file: layouts.MigrationFile) -> Migration:
     """Parse and check one file of any layout; its statements keep file lines."""
     path, text = file.path, file.text
-    statements = statements_of(path, file.up)
+    statements = parts_of(path, file.up)
     if file.layout == "pgsteady":
         transactional = NO_TRANSACTION not in _directives(path, text)
     elif file.transactional is None:
         statements = _unwrap(statements)
-        transactional = not (len(statements) == 1 and not statements[0].transactional)
+        transactional = not (len(statements) == 1 and statements[0].info is not None
+                             and not statements[0].info.transactional)
     else:
         transactional = file.transactional
     if not statements:
@@ -135,27 +157,48 @@ def load(file: layouts.MigrationFile) -> Migration:
 
 
 def statements_of(path: Path, up: layouts.UpPart) -> list[StatementInfo]:
+    """The statements of an Up part, analysed (:func:`parts_of`, then each one's analysis)."""
+    return [part.info if part.info is not None else _analysed(part)
+            for part in parts_of(path, up)]
+
+
+def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
     """The statements of an Up part, in one linear pass: each is cut out by the scanner and
     parsed alone, so time is linear in the file and memory bounded by its largest statement.
     Lines are the file's; parse trees are kept only where ``apply`` needs them.
 
+    Plain statements (:mod:`~pgsteady.migrate.classify`) are analysed only when asked.
     Statements that differ only in constants (a bulk of INSERTs) have one fingerprint, parsed
-    by PostgreSQL's own parser in C: such a statement is analysed once, the rest reuse it.
+    by PostgreSQL's own parser in C: such a statement is classified (and, if not plain,
+    analysed) once, the rest reuse that.
     """
-    out: list[StatementInfo] = []
+    out: list[Part] = []
     seen: dict[str, StatementInfo] = {}
+    plain_shapes: set[str] = set()  # fingerprints of lone plain statements
     for chunk in sqltext.split(up.text):
         key = _fingerprint(chunk.text)
-        template = seen.get(key) if key is not None else None
-        if template is not None:
+        if key is not None and (key in plain_shapes or key in seen):
             lead = sqltext.skip_blanks(chunk.text)
             newlines = chunk.text.count("\n", 0, lead)
-            col = lead - (chunk.text.rfind("\n", 0, lead) + 1) + 1
-            out.append(replace(
-                template, sql=chunk.text[lead:].strip(),
-                line=up.file_line(chunk.line + newlines),
-                col=col + (chunk.col - 1 if not newlines else 0)))
+            line = up.file_line(chunk.line + newlines)
+            col = lead - (chunk.text.rfind("\n", 0, lead) + 1) + 1 + \
+                (chunk.col - 1 if not newlines else 0)
+            if key in plain_shapes:
+                out.append(Part(chunk.text[lead:].strip().rstrip(";").rstrip(), line, col))
+            else:
+                info = replace(seen[key], sql=chunk.text[lead:].strip(), line=line, col=col)
+                out.append(Part(info.sql, info.line, info.col, info))
             continue
+        plain = classify.plain_statements(chunk.text)
+        if plain is not None:
+            if key is not None and len(plain) == 1:
+                plain_shapes.add(key)
+            for statement in plain:
+                out.append(Part(statement.sql, up.file_line(chunk.line + statement.line - 1),
+                                statement.col + (chunk.col - 1 if statement.line == 1 else 0)))
+            continue
+        from pgsteady.migrate.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - needed
+
         try:
             found = analyze(chunk.text)
         except SqlSyntaxError as exc:
@@ -163,12 +206,12 @@ def statements_of(path: Path, up: layouts.UpPart) -> list[StatementInfo]:
             col = exc.col + (chunk.col - 1 if exc.line == 1 else 0)
             raise BadMigration(f"{path}:{line}: {exc.message} (column {col}); "
                                f"fix the SQL") from None
-        for info in found:
-            keep = info.kind == "CREATE INDEX CONCURRENTLY"
-            out.append(replace(
-                info, line=up.file_line(chunk.line + info.line - 1),
-                col=info.col + (chunk.col - 1 if info.line == 1 else 0),
-                node=info.node if keep else None))
+        for parsed in found:
+            keep = parsed.kind == "CREATE INDEX CONCURRENTLY"
+            info = replace(parsed, line=up.file_line(chunk.line + parsed.line - 1),
+                           col=parsed.col + (chunk.col - 1 if parsed.line == 1 else 0),
+                           node=parsed.node if keep else None)
+            out.append(Part(info.sql, info.line, info.col, info))
         if key is not None and len(found) == 1 and not keep:
             seen[key] = replace(found[0], node=None)
     return out
@@ -181,11 +224,25 @@ def _fingerprint(text: str) -> str | None:
         return None  # analyze() reports it, with its position
 
 
-def _unwrap(statements: list[StatementInfo]) -> list[StatementInfo]:
+def _analysed(part: Part) -> StatementInfo:
+    """A plain statement's analysis, placed where the statement is in its file."""
+    from pgsteady.migrate.analysis import analyze  # noqa: PLC0415 - only when asked
+
+    [info] = analyze(part.sql)
+    return replace(info, sql=part.sql, line=part.line, col=part.col, node=None)
+
+
+def _kind(part: Part) -> str | None:
+    """The kind when loading analysed it (plain statements are never transaction control)."""
+    return part.info.kind if part.info is not None else None
+
+
+def _unwrap(statements: list[Part]) -> list[Part]:
     """Prisma and golang-migrate files often wrap themselves in BEGIN; ... COMMIT;: pgsteady
     runs each in a transaction anyway, so the pair is dropped (anything else is refused)."""
-    if len(statements) >= 2 and statements[0].kind in ("TRANSACTION BEGIN", "TRANSACTION START") \
-            and statements[-1].kind in ("TRANSACTION COMMIT",):
+    if len(statements) >= 2 and _kind(statements[0]) in ("TRANSACTION BEGIN",
+                                                          "TRANSACTION START") \
+            and _kind(statements[-1]) in ("TRANSACTION COMMIT",):
         return statements[1:-1]
     return statements
 
@@ -215,9 +272,11 @@ def _directives(path: Path, text: str) -> set[str]:
     return found
 
 
-def _check_statements(path: Path, statements: Iterable[StatementInfo],
+def _check_statements(path: Path, parts: Iterable[Part],
                       transactional: bool, layout: str = "pgsteady") -> None:
-    statements = list(statements)
+    parts = list(parts)
+    # Plain statements (no analysis yet) run in a transaction and never control it.
+    statements = [part.info for part in parts if part.info is not None]
     for statement in statements:
         if statement.kind.startswith("TRANSACTION"):
             raise BadMigration(
@@ -235,9 +294,9 @@ def _check_statements(path: Path, statements: Iterable[StatementInfo],
             raise BadMigration(
                 f"{path}:{statement.line}: CREATE INDEX CONCURRENTLY needs an index name, so "
                 f"an invalid index left by a failed try can be found and dropped; name it")
-    if not transactional and len(statements) != 1:
+    if not transactional and len(parts) != 1:
         raise BadMigration(
-            f"{path}:{statements[1].line if len(statements) > 1 else 1}: a "
+            f"{path}:{parts[1].line if len(parts) > 1 else 1}: a "
             f"'{NO_TRANSACTION}' migration must hold exactly one statement, so a failure cannot "
             f"leave part of it applied; split it into one file per statement")
 

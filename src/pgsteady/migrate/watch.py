@@ -58,6 +58,7 @@ class BlockerWatch:
         self._active = threading.Event()
         self._lock = threading.Lock()
         self._seen: dict[int, Blocker] = {}
+        self._tries = 0  # tries begun: a look waits for one try to last an interval
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
 
@@ -79,11 +80,17 @@ class BlockerWatch:
     @contextmanager
     def watching(self) -> Iterator[None]:
         """Mark a try in progress: the watch looks while it lasts."""
+        self._tries += 1
         self._active.set()
         try:
             yield
         finally:
             self._active.clear()
+
+    def next_try(self) -> None:
+        """Inside :meth:`watching`, a new try begins (the next Alembic step of a pass): the
+        watch waits for this one to last its interval before it looks."""
+        self._tries += 1
 
     def take(self) -> list[Blocker]:
         """The sessions seen blocking since the last call, direct blockers first."""
@@ -117,8 +124,11 @@ class BlockerWatch:
             while not self._stop.is_set():
                 if not self._active.wait(IDLE_WAIT):
                     continue
-                # A try is running: look once it has lasted an interval (quick ones never).
-                if self._stop.wait(self._interval) or not self._active.is_set():
+                # A try is running: look once it has lasted an interval (quick ones never,
+                # even back to back: the same try must still be running).
+                try_seen = self._tries
+                if self._stop.wait(self._interval) or not self._active.is_set() \
+                        or self._tries != try_seen:
                     continue
                 if self._conn is None and not self._open():
                     return

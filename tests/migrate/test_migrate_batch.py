@@ -1,0 +1,162 @@
+"""Several migrations in one message: each still all-or-nothing, retried alone, timed alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+
+import psycopg
+import pytest
+from migrate_helpers import FAST, columns, history, write_migrations
+
+from pgsteady.errors import MigrationError
+from pgsteady.migrate import apply, source
+from pgsteady.migrate.testing import snapshot
+
+
+def _stamps(dsn: str) -> list[tuple[int, object]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT step, sent FROM stamps ORDER BY step").fetchall()
+
+
+def test_a_folder_of_small_migrations_goes_in_one_message(tmp_path, db, orgs_dir):
+    """Five small migrations reach the server in one message (one statement_timestamp),
+    each committed in its own transaction with its own history row."""
+    files = {"0002_stamps.sql": "CREATE TABLE stamps (step int, sent timestamptz, xid xid8);\n"}
+    for step in range(3, 8):
+        files[f"{step:04d}_step.sql"] = (f"INSERT INTO stamps VALUES ({step}, "
+                                         f"statement_timestamp(), pg_current_xact_id());\n")
+    write_migrations(orgs_dir, files)
+    done = apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    assert [a.version for a in done] == [2, 3, 4, 5, 6, 7]
+    assert len({sent for _, sent in _stamps(db)}) == 1
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(DISTINCT xid) FROM stamps").fetchone()[0] == 5
+    assert history(db) == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_failure_mid_batch_keeps_the_ones_before_and_runs_none_after(tmp_path, db, orgs_dir):
+    """The third of five fails: the two before it are committed and reported, nothing of the
+    third stays, the last two never run, and the error names the statement's file:line:col."""
+    write_migrations(orgs_dir, {
+        "0002_a.sql": "ALTER TABLE orgs ADD COLUMN a int;\n",
+        "0003_b.sql": "ALTER TABLE orgs ADD COLUMN b int;\n",
+        "0004_bad.sql": "ALTER TABLE orgs ADD COLUMN c int;\nSELECT nope FROM orgs;\n",
+        "0005_d.sql": "ALTER TABLE orgs ADD COLUMN d int;\n",
+        "0006_e.sql": "CREATE TABLE never (id int);\n",
+    })
+    reported: list[int] = []
+    with pytest.raises(MigrationError, match=r"0004_bad.sql:2:8: SELECT failed: 42703.*"
+                                             r"nothing of it was applied"):
+        apply.migrate(db, source.load_dir(orgs_dir), FAST,
+                      on_applied=lambda a: reported.append(a.version))
+    assert reported == [2, 3]
+    assert history(db) == [1, 2, 3]
+    assert columns(db, "orgs") == ["id", "name", "a", "b"]
+    assert columns(db, "never") == []
+
+
+def test_a_blocked_migration_mid_batch_is_retried_alone(tmp_path, db, orgs_dir,
+                                                        pgsteady_lock_holder, caplog):
+    """The second of four waits on a lock: the first commits in the batch, the second is
+    retried alone (its blocker named) once the lock is free, then the rest follow."""
+    write_migrations(orgs_dir, {
+        "0002_other.sql": "CREATE TABLE other (id int);\n",
+        "0003_orgs.sql": "ALTER TABLE orgs ADD COLUMN flag boolean;\n",
+        "0004_more.sql": "ALTER TABLE other ADD COLUMN note text;\n",
+        "0005_last.sql": "CREATE TABLE last_one (id int);\n",
+    })
+    holder = pgsteady_lock_holder(db, "orgs", "ACCESS SHARE", application_name="batch-reader")
+    threading.Timer(0.5, holder.release).start()
+    policy = dataclasses.replace(FAST, retry_budget=3.0)
+    with caplog.at_level(logging.WARNING, logger="pgsteady.migrate"):
+        done = apply.migrate(db, source.load_dir(orgs_dir), policy, check_first=False)
+    assert [(a.version, a.tries > 1) for a in done] == [(2, False), (3, True), (4, False),
+                                                       (5, False)]
+    assert history(db) == [1, 2, 3, 4, 5]
+    assert columns(db, "orgs") == ["id", "name", "flag"]
+    warnings = [r.getMessage() for r in caplog.records if "could not get its locks" in
+                r.getMessage()]
+    assert warnings and warnings[0].startswith("0003_orgs.sql: try 1 ")
+    assert "lock_timeout 100 ms" in warnings[0]
+    assert f"pid {holder.pid} 'batch-reader'" in warnings[0]
+
+
+def test_each_history_row_times_its_own_migration(tmp_path, db, orgs_dir):
+    """Three migrations of ~0.2 s in one message: each row's duration is its own (~200 ms),
+    not the time since the message arrived (200, 400, 600)."""
+    write_migrations(orgs_dir, {f"{n:04d}_sleep.sql": "SELECT pg_sleep(0.2);\n"
+                                for n in (2, 3, 4)})
+    done = apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    with psycopg.connect(db) as conn:
+        rows = conn.execute("SELECT duration_ms FROM pgsteady_migrations WHERE version > 1 "
+                            "ORDER BY version").fetchall()
+    assert all(150 <= ms < 400 for (ms,) in rows), rows
+    assert all(0.15 <= a.seconds < 0.4 for a in done), done
+
+
+def test_no_transaction_migration_between_batches(tmp_path, db, orgs_dir):
+    """A concurrent index build between transactional migrations runs alone, outside a
+    transaction, and the batches around it apply as before."""
+    write_migrations(orgs_dir, {
+        "0002_a.sql": "ALTER TABLE orgs ADD COLUMN a int;\n",
+        "0003_b.sql": "ALTER TABLE orgs ADD COLUMN b int;\n",
+        "0004_index.sql": "-- pgsteady: no-transaction\n"
+                          "CREATE INDEX CONCURRENTLY orgs_a ON orgs (a);\n",
+        "0005_c.sql": "ALTER TABLE orgs ADD COLUMN c int;\n",
+        "0006_d.sql": "ALTER TABLE orgs ADD COLUMN d int;\n",
+    })
+    before = snapshot(db)
+    done = apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    assert [a.version for a in done] == [2, 3, 4, 5, 6]
+    assert history(db) == [1, 2, 3, 4, 5, 6]
+    assert snapshot(db) != before
+    assert columns(db, "orgs") == ["id", "name", "a", "b", "c", "d"]
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT indisvalid FROM pg_index WHERE indexrelid = "
+                            "'orgs_a'::regclass").fetchone()[0]
+
+
+def test_quick_tries_back_to_back_never_open_the_watch(db):
+    """Many quick tries in a row (a folder in several messages) do not add up to one long
+    try: the blocker watch opens no connection; one try lasting past its interval does."""
+    from pgsteady.migrate.watch import BlockerWatch
+
+    opened: list[float] = []
+
+    def connect() -> psycopg.Connection:
+        opened.append(0.0)
+        return psycopg.connect(db, autocommit=True)
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        with BlockerWatch(connect, pid, interval=0.05) as watch:
+            for _ in range(12):  # 12 x 20 ms, back to back
+                with watch.watching():
+                    time.sleep(0.02)
+            assert opened == []
+            with watch.watching():
+                time.sleep(0.3)
+    assert len(opened) == 1
+
+
+def test_steps_of_one_pass_count_as_tries_of_their_own(db):
+    """Inside one watching() (an Alembic pass), steps that each end quickly (next_try) do not
+    make the watch open its connection, however long the pass."""
+    from pgsteady.migrate.watch import BlockerWatch
+
+    opened: list[float] = []
+
+    def connect() -> psycopg.Connection:
+        opened.append(0.0)
+        return psycopg.connect(db, autocommit=True)
+
+    with psycopg.connect(db, autocommit=True) as conn, \
+            BlockerWatch(connect, conn.info.backend_pid, interval=0.05) as watch, \
+            watch.watching():
+        for _ in range(12):
+            time.sleep(0.02)
+            watch.next_try()
+    assert opened == []
