@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pgsteady import sqltext
@@ -78,6 +78,8 @@ def test_literal_cut_short_is_still_masked(secret, form, prefix, cut):
 def test_mask_before_cut(secret, limit):
     """Cutting after scrubbing never shows part of the secret."""
     query = "ALTER ROLE app PASSWORD " + standard(secret) + " LOGIN"
+    # A secret that begins like the query's own words ("ALTER 0") proves nothing either way.
+    assume(secret[:6] not in query.replace(standard(secret), ""))
     shown = sqltext.shorten(sqltext.scrub(query), limit)
     assert secret not in shown and secret[:6] not in shown.replace("'***'", "")
 
