@@ -54,6 +54,9 @@ class SimConfig:
     round_trip: float = 0.00045           # a query's time on its server connection beyond the
                                           # query itself: the median, lognormal ...
     round_trip_p99: float | None = None   # ... with this p99 (None: ROUND_TRIP_TAIL x median)
+    # Measured round trips to draw from instead (sim validate: the lab's own, see
+    # round_trips_from_holds); the median and p99 above then only describe them.
+    round_trip_samples: tuple[float, ...] = ()
     client_turnaround: float = 0.0002     # a client's time from a result to its next query
     client_connect_time: float = 0.0004   # a client's new connection to PgBouncer: TCP,
                                           # startup and SCRAM's two round trips
@@ -88,6 +91,9 @@ class SimConfig:
         if self.round_trip_p99 is not None and self.round_trip_p99 < self.round_trip:
             problems.append(f"--round-trip-p99 ({self.round_trip_p99 * 1000:g} ms) must not be "
                             f"below --round-trip, the median ({self.round_trip * 1000:g} ms)")
+        if len(self.round_trip_samples) > 1_000_000 or not all(
+                math.isfinite(v) and v >= 0 for v in self.round_trip_samples):
+            problems.append("round-trip samples must be at most 1,000,000 finite values >= 0")
         if self.query_time_p99 is not None and self.query_time_p99 <= self.query_time:
             problems.append(f"--query-time-p99 ({self.query_time_p99 * 1000:g} ms) must be "
                             f"above --query-time, the median ({self.query_time * 1000:g} ms)")
@@ -158,6 +164,8 @@ class SimConfig:
 
     @property
     def mean_round_trip(self) -> float:
+        if self.round_trip_samples:
+            return sum(self.round_trip_samples) / len(self.round_trip_samples)
         return self.round_trip * math.exp(self.round_trip_sigma ** 2 / 2)
 
     def predicted_ceiling(self) -> float:
@@ -187,7 +195,9 @@ class SimConfig:
     def model_knobs(self) -> dict[str, Any]:
         """The knobs only the model has, for the JSON's ``config``."""
         shared = {f.name for f in fields(PoolDrainConfig)}
-        return {k: v for k, v in asdict(self).items() if k not in shared}
+        knobs = {k: v for k, v in asdict(self).items() if k not in shared}
+        knobs["round_trip_samples"] = len(self.round_trip_samples)  # how many, not each
+        return knobs
 
 
 def calibrated_round_trip(*, pgbench_tps: float, workers: int, pool_size: int,
@@ -204,17 +214,20 @@ def calibrated_round_trip(*, pgbench_tps: float, workers: int, pool_size: int,
     return max(0.0, per_query - query_time) / tail
 
 
-def round_trip_from_holds(holds: list[float], query_time: float) -> tuple[float, float] | None:
-    """The round trip's median and p99 from measured holds (pgbench with one client per
-    server connection, so no query waits): each hold less the query time. None with fewer
-    than 100 holds, too few for a p99."""
+def round_trips_from_holds(holds: list[float], query_time: float) -> tuple[float, ...] | None:
+    """Round trips measured on the lab's path: each hold (pgbench with one client per server
+    connection, so no query waits) less the query time, for the model to draw from. Drawn
+    as measured, not fitted: the body is narrow and the tail is a few long hiccups, which no
+    two-parameter curve gets both right, and the body sets the throughput while the tail is
+    what first pushes a queued query past its deadline. None with fewer than 100 holds."""
     if len(holds) < 100:
         return None
-    ordered = sorted(holds)
-    median = max(0.0, ordered[len(ordered) // 2] - query_time)
-    p99 = max(median, ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-              - query_time)
-    return median, p99
+    return tuple(sorted(max(0.0, hold - query_time) for hold in holds))
+
+
+def quantile(values: tuple[float, ...], q: float) -> float:
+    """The ``q`` quantile of sorted ``values`` (nearest rank)."""
+    return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
 
 
 def _flag(name: str) -> str:

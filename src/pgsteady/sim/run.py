@@ -74,6 +74,7 @@ def _simulate(config: SimConfig, strategy: str, run: int) -> tuple[RunResult, in
     poolers = [Pooler(engine, server, tally, pool_size=config.pool_size,
                       min_pool_size=config.min_pool,
                       connect_latency=config.connect_latency + config.login_time,
+                      cancel_latency=config.connect_latency,
                       query_wait_timeout=config.query_wait_timeout,
                       server_login_retry=config.server_login_retry)
                for _ in range(config.poolers)]
