@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pgsteady.cli.sim import _validate_json_path
-from pgsteady.lab.scenarios.pool_drain import RunResult
+from pgsteady.lab.scenarios.pool_drain import RunResult, _pgbench_latencies
 from pgsteady.sim.config import SimConfig, quantile, round_trips_from_holds
 from pgsteady.sim.server import Server
 from pgsteady.sim.validate import QUICK, Cell, Validation, side
@@ -102,3 +102,12 @@ def test_quick_validation_agrees_with_the_lab(tmp_path):
         else:
             assert lab_opened == model_opened == 0, cell
     assert "sim validate" in result.stdout
+
+
+def test_pgbench_transaction_logs_give_each_querys_latency(tmp_path):
+    """The lab reads the latency column (microseconds) of pgbench's per-transaction logs, from
+    every thread's file, and nothing else in the folder."""
+    (tmp_path / "tx.4242").write_text("0 0 5500 0 1700000000 1000\n1 0 6100 0 1700000000 7000\n")
+    (tmp_path / "tx.4242.1").write_text("2 0 12000 0 1700000000 9000\n")
+    (tmp_path / "query.sql").write_text("SELECT 1;\n")
+    assert sorted(_pgbench_latencies(str(tmp_path))) == pytest.approx([0.0055, 0.0061, 0.012])
