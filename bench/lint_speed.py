@@ -7,13 +7,15 @@ Cases, each written to a temporary folder:
   also linted in-process, for statements per second;
 - ``folder``: a typical migration folder, a few hundred small files (default 300);
 - ``single``: one small migration file (what a pre-commit hook or an editor lints);
+- ``floor``: the cold folder taken apart (interpreter start, pglast's import, lint's imports,
+  parsing the folder with nothing else), to show what a CPython process cannot go below;
 - ``warm``: the folder again with the cache warm (pgsteady only; squawk has no cache);
 - ``inserts``: a 50,000-row data file (one INSERT per row) for peak memory;
 - ``insert1``: the same rows in one INSERT statement.
 
 Every command runs as a whole process (interpreter start, imports, parse, rules, output),
 ``--repeat`` times, alternating pgsteady and squawk so both see the same machine. Printed per
-case: best wall time, median CPU time (user + system, which a busy machine disturbs less
+case: best and median wall time, median CPU time (user + system, which a busy machine disturbs less
 than wall time), peak memory (max RSS), and pgsteady/squawk ratios of each. pgsteady runs with
 ``--no-cache`` except in ``warm``. squawk is found next to this interpreter or on PATH
 (``pip install squawk-cli``, the ``bench`` extra); without it only pgsteady's figures print.
@@ -102,6 +104,7 @@ class Run:
     wall: float  # seconds, best of the repeats
     cpu: float  # seconds, median user + system
     rss_kb: int  # peak resident memory, largest seen
+    wall_median: float = 0.0  # seconds, median of the repeats
 
 
 _PROBE = """
@@ -136,7 +139,8 @@ def compare(repeat: int, commands: dict[str, list[str]], cwd: Path) -> dict[str,
         for name, command in commands.items():
             samples[name].append(measure_once(command, cwd))
     return {name: Run(min(s[0] for s in runs), statistics.median(s[1] for s in runs),
-                      max(s[2] for s in runs)) for name, runs in samples.items()}
+                      max(s[2] for s in runs), statistics.median(s[0] for s in runs))
+            for name, runs in samples.items()}
 
 
 def find_squawk() -> str | None:
@@ -146,20 +150,63 @@ def find_squawk() -> str | None:
 
 def report(case: str, runs: dict[str, Run], goal: str = "") -> dict[str, object]:
     ours = runs["pgsteady"]
-    line = (f"{case:8} pgsteady wall {ours.wall * 1000:6.0f} ms  cpu {ours.cpu * 1000:6.0f} ms"
-            f"  rss {ours.rss_kb / 1024:5.1f} MB")
+    line = (f"{case:8} pgsteady wall {ours.wall * 1000:6.0f} ms (median "
+            f"{ours.wall_median * 1000:4.0f})  cpu {ours.cpu * 1000:6.0f} ms  rss "
+            f"{ours.rss_kb / 1024:5.1f} MB")
     figures: dict[str, object] = {"case": case, "pgsteady": vars(ours)}
     theirs = runs.get("squawk")
     if theirs is not None:
         ratios = {"wall": ours.wall / theirs.wall, "cpu": ours.cpu / theirs.cpu,
-                  "rss": ours.rss_kb / theirs.rss_kb}
-        line += (f"\n{'':8} squawk   wall {theirs.wall * 1000:6.0f} ms  cpu "
-                 f"{theirs.cpu * 1000:6.0f} ms  rss {theirs.rss_kb / 1024:5.1f} MB"
-                 f"\n{'':8} ratio    wall {ratios['wall']:5.2f}x    cpu {ratios['cpu']:5.2f}x"
-                 f"     rss {ratios['rss']:4.2f}x")
+                  "rss": ours.rss_kb / theirs.rss_kb,
+                  "wall_median": ours.wall_median / theirs.wall_median}
+        line += (f"\n{'':8} squawk   wall {theirs.wall * 1000:6.0f} ms (median "
+                 f"{theirs.wall_median * 1000:4.0f})  cpu {theirs.cpu * 1000:6.0f} ms  rss "
+                 f"{theirs.rss_kb / 1024:5.1f} MB"
+                 f"\n{'':8} ratio    wall {ratios['wall']:5.2f}x (median "
+                 f"{ratios['wall_median']:5.2f}x)  cpu {ratios['cpu']:5.2f}x     rss "
+                 f"{ratios['rss']:4.2f}x")
         figures |= {"squawk": vars(theirs), "ratio": ratios}
     print(line + (f"   ({goal})" if goal else ""))
     return figures
+
+
+#: What a cold folder run cannot go below, each a whole process on the same folder.
+_PARSE_ONLY = """
+import os, sys
+from pgsteady.migrate.lint.pglast_loader import parser
+pg = parser()
+for name in sorted(os.listdir(sys.argv[1])):
+    text = open(os.path.join(sys.argv[1], name), encoding="utf-8").read()
+    for piece in pg.split(text, with_parser=False, only_slices=True):
+        pg.parse_sql_json(text[piece])
+"""
+_IMPORTS_ONLY = ("import pgsteady.cli, pgsteady.cli.lint, pgsteady.migrate.lint.engine, "
+                 "pgsteady.migrate.lint.runners\n"
+                 "from pgsteady.migrate.lint.rules import all_rules\nall_rules()\n")
+
+
+def floor(repeat: int, folder: Path, squawk: str | None, files: list[Path],
+          root: Path) -> dict[str, object]:
+    """The cold folder case taken apart: interpreter start, importing pglast (whole, and the
+    parser alone as lint loads it), lint's imports, and parsing the folder with nothing else,
+    next to squawk on the same files."""
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "import pglast (whole)": [sys.executable, "-c", "import pglast"],
+        "pglast parser as lint loads it": [
+            sys.executable, "-c",
+            "from pgsteady.migrate.lint.pglast_loader import parser\nparser()"],
+        "lint's imports, no work": [sys.executable, "-c", _IMPORTS_ONLY],
+        "split+parse the folder, nothing else": [sys.executable, "-c", _PARSE_ONLY,
+                                                  str(folder)],
+    }
+    if squawk:
+        commands["squawk on the folder"] = [squawk, "--reporter", "gcc", *map(str, files)]
+    runs = compare(repeat, commands, root)
+    print("floor    (whole processes, best wall / median cpu)")
+    for name, run in runs.items():
+        print(f"{'':8} {name:38} wall {run.wall * 1000:5.0f} ms  cpu {run.cpu * 1000:5.0f} ms")
+    return {"case": "floor", **{name: vars(run) for name, run in runs.items()}}
 
 
 def main() -> int:
@@ -218,6 +265,7 @@ def main() -> int:
                               "goal: at most 1.5x squawk"))
         figures.append(report("folder", compare(args.repeat, both([folder], files), root),
                               "goal: at most 2x squawk"))
+        figures.append(floor(args.repeat, folder, squawk, files, root))
         figures.append(report("single", compare(args.repeat, both([single]), root),
                               "goal: under 150 ms"))
         subprocess.run([*pgsteady, str(folder)], capture_output=True, cwd=root, check=False)

@@ -6,11 +6,14 @@ Names are imported on first use (the command line starts faster that way).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from pgsteady._version import __version__
 
+TYPE_CHECKING = False  # typing itself costs a lint run's start-up; mypy reads this as True
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from pgsteady._core import DatabaseStats
     from pgsteady.arunner import AsyncDatabase
     from pgsteady.errors import (

@@ -1,3 +1,3 @@
-from pgsteady.cli import main
+from pgsteady._main import main
 
 raise SystemExit(main())

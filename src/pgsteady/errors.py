@@ -28,6 +28,7 @@ Every error has ``exit_code``: what the CLI exits with when the error reaches it
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import psycopg
@@ -48,9 +49,22 @@ class LabError(PgsteadyError):
 
 
 class CannotConnect(PgsteadyError, psycopg.OperationalError):
-    """No PostgreSQL or PgBouncer answered at the address given."""
+    """No PostgreSQL or PgBouncer answered at the address given.
+
+    A DSN setting libpq refuses before it tries the network (``sslmode=bogus``, a port that
+    is not a number) is the user's typo, not an unreachable server: that exits 2."""
 
     exit_code = EXIT_CANNOT_CONNECT
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        if _REFUSED_SETTING.search(message):
+            self.exit_code = EXIT_USAGE
+
+
+# libpq's own words for a connection setting it will not use ("invalid sslmode value",
+# "invalid integer value ... for connection option", "invalid port number", ...).
+_REFUSED_SETTING = re.compile(r"\binvalid (?:[\w ]+ )?(?:value|number|method)\b")
 
 
 Phase = Literal["queued", "connecting", "running"]

@@ -124,3 +124,30 @@ def test_docs_cite_the_outages_page_not_the_seeds():
     for text in (readme, build_parser().format_help(),
                  *(p.format_help() for _, p in LEAVES)):
         assert "seeds/" not in text and "seed 000" not in text and "seed 002" not in text
+
+
+@pytest.mark.parametrize("verb", [["doctor"], ["preflight", "--dir", "DIR"], ["blockers"]])
+@pytest.mark.parametrize("setting", ["sslmode=bogus", "port=abc"])
+def test_a_setting_libpq_refuses_is_a_usage_error_not_an_unreachable_server(verb, setting,
+                                                                           tmp_path):
+    """A DSN typo libpq rejects before any network (a bad sslmode, a port that is not a
+    number) exits 2 naming the setting, where a refused connection exits 3."""
+    (tmp_path / "0001_a.sql").write_text("SELECT 1;\n")
+    verb = [str(tmp_path) if arg == "DIR" else arg for arg in verb]
+    out = subprocess.run([*PGSTEADY, *verb, "--dsn", f"host=127.0.0.1 {setting}"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert setting.split("=")[1] in out.stderr and "invalid" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_reader_that_stops_early_ends_the_run_quietly():
+    """`pgsteady lint --list-rules | head -0`: the reader is gone before the first line; the
+    run ends with 141 (as a shell reports SIGPIPE) and no traceback."""
+    proc = subprocess.Popen([*PGSTEADY, "lint", "--list-rules"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # long before the interpreter has started and written anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and err == ""

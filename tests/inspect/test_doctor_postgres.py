@@ -192,6 +192,28 @@ def test_blockers_cancel_and_refusals(pgsteady_database, capsys):
     assert json.loads(out)["error"]["exit_code"] == 1 and "999999" in err
 
 
+def test_blockers_terminate_json_prints_only_the_outcome(pgsteady_database, capsys):
+    """With --json, stdout is one document saying what was ended and how it went (the
+    human lines go to stderr); the session is gone."""
+    dsn = pgsteady_database.dsn
+    victim = psycopg.connect(dsn, autocommit=True, application_name="victim@box:1")
+    try:
+        pid = victim.info.backend_pid
+        assert main(["blockers", "--dsn", dsn, "--terminate", str(pid), "--yes", "--json"]) == 0
+        out, err = capsys.readouterr()
+        document = json.loads(out)
+        assert document["schema_version"] == 1 and document["action"] == "terminate"
+        assert document["pid"] == pid and document["result"] == "terminated"
+        assert document["session"]["application_name"] == "victim@box:1"
+        assert document["gone_after_s"] >= 0
+        assert f"terminate pid {pid}" in err
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                (pid,)).fetchone() == (0,)
+    finally:
+        victim.close()
+
+
 def test_doctor_session_is_labelled_and_read_only(pgsteady_database):
     """Seen from another session while it works, doctor's session is labelled
     pgsteady-doctor@host:pid and its transaction is read-only (it writes nothing)."""

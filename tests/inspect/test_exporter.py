@@ -165,7 +165,8 @@ def test_bad_options_are_one_line_exit_2(capsys, tmp_path):
              ["exporter", "--dsn", "x", "--listen", "localhost"],
              ["exporter", "--dsn", "x", "--scrape-timeout", "0"],
              ["watch", "--dsn", "x", "--interval", "0s"],
-             ["watch", "--dsn", "x", "--interval", "-1s"]]
+             ["watch", "--dsn", "x", "--interval", "-1s"],
+             ["watch", "--pgbouncer-log", str(tmp_path)]]
     for argv in cases:
         try:
             code = main(argv)
@@ -175,6 +176,7 @@ def test_bad_options_are_one_line_exit_2(capsys, tmp_path):
         assert code == 2, (argv, err)
         assert len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err
+    assert "a folder, not a file" in err  # the last case: a folder where the log file goes
 
 
 def test_readme_documents_every_metric():

@@ -82,3 +82,21 @@ def test_watch_json_lines(seed_scene):  # noqa: F811
     queue = [a for a in lines[-1]["alerts"] if a["alert"] == "PgsteadyLockQueue"]
     assert queue and queue[0]["state"] == "pending" and queue[0]["labels"] == {
         "relation": "public.orgs"}
+
+
+@pytest.mark.parametrize("flag", ["--dsn", "--pgbouncer"])
+@pytest.mark.parametrize("verb", [["watch", "--interval", "0.2s", "--count", "3"],
+                                  ["exporter", "--listen", "127.0.0.1:0"]])
+def test_a_source_given_in_the_wrong_place_is_refused(verb, flag, pgsteady_stack,
+                                                      pgsteady_database):
+    """PgBouncer's admin console given as --dsn (or PostgreSQL as --pgbouncer) could never
+    answer: watch and the exporter say so in one line at start and exit 2, instead of showing
+    the source down forever."""
+    cluster = pgsteady_stack(pool_size=1)
+    wrong = cluster.admin_dsn if flag == "--dsn" else cluster.direct_dsn(pgsteady_database.name)
+    done = subprocess.run([sys.executable, "-m", "pgsteady", *verb, flag, wrong],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "admin console" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stdout == ""

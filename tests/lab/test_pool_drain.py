@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
 from pgsteady.errors import UsageError
@@ -87,26 +88,45 @@ def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_cold_start_steady_waits_for_the_first_connections():
-    """PgBouncer starts with no server connection and nothing warms it; 10 workers from the
-    first second: steady and steady-async wait for the first connections instead of destroying
-    them, then hold. (naive's cold-start collapse, seen before the lab became owner-only, does
-    not reproduce on the SCRAM lab yet: see the README.)"""
-    config = PoolDrainConfig(strategies=("steady", "steady-async"), duration=6.0,
+def test_cold_start_naive_collapses_and_steady_waits_for_the_first_connections():
+    """PgBouncer starts with no server connection; 10 workers from the first second, no burst.
+    naive's first queries wait for brand-new connections longer than their deadline, so each
+    new connection goes to a client that has left and is destroyed: it collapses at once and
+    never answers. steady and steady-async wait for the first connections instead, then hold."""
+    config = PoolDrainConfig(strategies=("naive", "steady", "steady-async"), duration=6.0,
                              burst_workers=0, min_pool_size=0, cold_start=True,
                              ceiling_duration=1.0)
     result = run_pool_drain(config)
-    for run in result.runs:
+    naive, *steadies = result.runs
+    assert naive.strategy == "naive" and naive.collapsed and not naive.recovered
+    assert naive.totals["not_ready_closures"] > 10
+    assert sum(r["answered"] for r in naive.per_second[1:]) \
+        < 0.1 * result.pgbench_tps * (len(naive.per_second) - 1)
+    for run in steadies:
         assert not run.collapsed, run.strategy
         assert run.totals["not_ready_closures"] == 0, run.strategy
         # PgBouncer opens its pool once, one connection at a time, and keeps it.
-        assert run.totals["server_connections_opened"] <= config.pool_size, run.strategy
+        assert 1 <= run.totals["server_connections_opened"] <= config.pool_size, run.strategy
         # Callers miss deadlines while the first connections open; afterwards at most a
         # stray few (a busy 2-core machine), never a spiral.
         later = run.per_second[1:]
         assert sum(r["timeouts"] for r in later) <= 0.01 * sum(r["answered"] for r in later)
         assert run.per_second[-1]["answered"] > 0.5 * result.pgbench_tps, run.strategy
     assert result.to_json()["config"]["cold_start"] is True
+
+
+def test_a_cold_pool_has_no_server_connection_but_greets_clients_at_once(pgsteady_stack,
+                                                                         pgsteady_database):
+    """drop_server_connections leaves PgBouncer with none, and a new client logs in without
+    opening one (PgBouncer remembers its greeting), so the first query meets an empty pool."""
+    cluster, name = pgsteady_stack(pool_size=2), pgsteady_database.name
+    with psycopg.connect(cluster.pooled_dsn(name), autocommit=True) as conn:
+        conn.execute("select 1")
+    assert cluster.server_connections(name) >= 1
+    assert cluster.drop_server_connections(name) >= 1
+    assert cluster.server_connections(name) == 0
+    with psycopg.connect(cluster.pooled_dsn(name), autocommit=True):
+        assert cluster.server_connections(name) == 0
 
 
 def test_cold_start_refuses_a_min_pool_size():

@@ -99,3 +99,28 @@ def test_a_file_given_as_the_folder_says_so(tmp_path):
     result = run_cli("migrate", "--dsn", "host=127.0.0.1 port=1", "--dir", str(path))
     assert result.returncode == 2
     assert "a file, not a folder" in result.stderr and "--dir" in result.stderr
+
+
+def test_a_folder_full_of_strays_names_a_few_and_counts_the_rest(tmp_path, caplog):
+    """Pointing --dir at the wrong folder names the first ten strays and counts the others,
+    instead of one warning per file; hidden clutter (.gitkeep) is not warned about at all."""
+    folder = write_migrations(tmp_path / "m", {"0001_a.sql": "SELECT 1;\n", ".gitkeep": "",
+                                               **{f"note{i}.txt": "x" for i in range(25)}})
+    with caplog.at_level("WARNING", logger="pgsteady.migrate"):
+        found = source.scan_dir(folder)
+    assert len(found.files) == 1
+    assert len(found.skipped) == 26
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum(line.startswith("skipped ") and "not a .sql file" in line for line in lines) == 10
+    assert any("skipped 15 more entries" in line and "is --dir the migrations folder?" in line
+               for line in lines)
+    assert not any(".gitkeep" in line for line in lines)
+
+
+def test_a_hidden_sql_file_is_still_named(tmp_path, caplog):
+    """A hidden .sql file looks like a migration someone meant: it is named, with why."""
+    folder = write_migrations(tmp_path / "m", {"0001_a.sql": "SELECT 1;\n",
+                                               ".0002_b.sql": "SELECT 2;\n"})
+    with caplog.at_level("WARNING", logger="pgsteady.migrate"):
+        source.scan_dir(folder)
+    assert any(".0002_b.sql: a hidden file" in r.getMessage() for r in caplog.records)

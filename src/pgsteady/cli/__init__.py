@@ -20,10 +20,13 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any, NoReturn, TextIO
 
 from pgsteady._errors_root import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_USAGE, PgsteadyError
 from pgsteady._version import __version__
+
+TYPE_CHECKING = False  # typing is left out of start-up (lint's); mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, TextIO
 
 # Verb modules (pgsteady.cli.<name>), imported only when needed: a verb on the command line
 # loads its own module alone, so `pgsteady lint` never imports psycopg.

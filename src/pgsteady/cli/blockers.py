@@ -8,6 +8,7 @@ shown first, a terminal is asked to confirm, and without one the command refuses
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -162,31 +163,40 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
                          f"not a session; pgsteady ends only client sessions and autovacuum "
                          f"workers")
     behind = sum(len(c.queued) for c in snap.chains if c.root.pid == pid)
-    print(f"{verb} {_line(session)}" + (f"; {behind} session(s) wait behind it" if behind
-                                         else ""))
+    # With --json, stdout carries only the outcome document; what is about to be ended (and
+    # the question) go to stderr, where a person running it still sees them.
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
+
+    def outcome(result: str, text: str, code: int, **extra: Any) -> int:
+        if args.json:
+            print(json.dumps({"schema_version": 1, "action": verb, "pid": pid,
+                              "result": result, "session": session.as_dict(),
+                              "sessions_waiting_behind": behind, **extra}, indent=2))
+        else:
+            print(text)
+        return code
+
+    say(f"{verb} {_line(session)}" + (f"; {behind} session(s) wait behind it" if behind
+                                       else ""))
     if session.query:
-        print(f"  query: {_query(session.query)}")
+        say(f"  query: {_query(session.query)}")
     if not args.yes:
         if not sys.stdin.isatty():
             raise UsageError(f"refusing to {verb} pid {pid} without a terminal to confirm on; "
                              f"add --yes to do it unattended")
         answer = input(f"{verb} pid {pid}? [y/N] ").strip().lower()
         if answer not in ("y", "yes"):
-            print("nothing done")
-            return EXIT_OK
+            return outcome("declined", "nothing done", EXIT_OK)
     deadline = time.monotonic() + args.timeout
     with connect(_dsn(args), deadline=deadline, autocommit=True) as conn:
         query = queries.TERMINATE if args.terminate else queries.CANCEL
         row = conn.execute(query, {"pid": pid}).fetchone()
-        sent = bool(row and row[0])
-        if not sent:
-            print(f"pid {pid}: PostgreSQL refused to {verb} it (gone already, or not allowed "
-                  f"for this role)")
-            return EXIT_FAILURE
+        if not (row and row[0]):
+            return outcome("refused", f"pid {pid}: PostgreSQL refused to {verb} it (gone "
+                           f"already, or not allowed for this role)", EXIT_FAILURE)
         if args.cancel:
-            print(f"pid {pid}: cancel sent; its running statement, if any, ends with an error "
-                  f"and the session stays")
-            return EXIT_OK
+            return outcome("cancel_sent", f"pid {pid}: cancel sent; its running statement, if "
+                           f"any, ends with an error and the session stays", EXIT_OK)
         start = time.monotonic()
         while time.monotonic() - start < GONE_WAIT:
             try:
@@ -194,9 +204,9 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
             except psycopg.Error:
                 break
             if alive is not None and alive[0] == 0:
-                print(f"pid {pid}: terminated, gone after {time.monotonic() - start:.2f}s")
-                return EXIT_OK
+                gone = time.monotonic() - start
+                return outcome("terminated", f"pid {pid}: terminated, gone after {gone:.2f}s",
+                               EXIT_OK, gone_after_s=round(gone, 3))
             time.sleep(0.05)
-    print(f"pid {pid}: terminate sent, but the session is still there after {GONE_WAIT:.0f}s; "
-          f"run pgsteady blockers again")
-    return EXIT_FAILURE
+    return outcome("still_there", f"pid {pid}: terminate sent, but the session is still there "
+                   f"after {GONE_WAIT:.0f}s; run pgsteady blockers again", EXIT_FAILURE)

@@ -40,7 +40,8 @@ def sources(args: argparse.Namespace) -> tuple[str | None, str | None, str | Non
                              "ADMIN_DSN and/or --pgbouncer-log FILE")
         dsn = ""
     if args.pgbouncer_log and not os.path.isfile(args.pgbouncer_log):
-        raise UsageError(f"--pgbouncer-log {args.pgbouncer_log}: no such file; pass the file "
+        what = "a folder, not a file" if os.path.isdir(args.pgbouncer_log) else "no such file"
+        raise UsageError(f"--pgbouncer-log {args.pgbouncer_log}: {what}; pass the file "
                          "PgBouncer's logfile setting names")
     return dsn, args.pgbouncer, args.pgbouncer_log
 
@@ -88,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
     host, port = args.listen
     exporter = Exporter(dsn, pgbouncer, pgbouncer_log, timeout=args.scrape_timeout)
     try:
+        from pgsteady.cli.watch import refuse_misconfigured
+
+        # A source given in the wrong place is refused now; one that is down may come back.
+        refuse_misconfigured(exporter.scrape(quiet=True))
         registry = CollectorRegistry(auto_describe=False)
         registry.register(ExporterCollector(exporter))
         try:

@@ -89,9 +89,9 @@ def register(verbs: Any) -> None:
                        help="steady's client connections beyond PgBouncer's pool size "
                             "(default 1: keeps every server connection busy)")
     drain.add_argument("--cold-start", action="store_true",
-                       help="PgBouncer starts with no server connection (min_pool_size 0, no "
-                            "warm-up) and, unless --burst is given, no burst: the seed's "
-                            "cold-start collapse at the steady load")
+                       help="PgBouncer's pool is empty when the load starts (min_pool_size 0, "
+                            "no warm-up query) and, unless --burst is given, there is no "
+                            "burst: the seed's cold-start collapse at the steady load")
     drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
     drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
     drain.add_argument("--dir", help="an existing directory to create the lab's private "

@@ -13,10 +13,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pgsteady._errors_root import EXIT_OK, UsageError
-from pgsteady.migrate.lint import cache, output
+from pgsteady.migrate.lint import output, quick
 from pgsteady.migrate.lint.config import (
     LintConfig,
     check_rule_ids,
@@ -31,7 +30,11 @@ from pgsteady.migrate.lint.rules import all_rules, rule_ids
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, sqitch, alembic-sql, "
             "plain")
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
+    from typing import Any
+
+    from pgsteady.migrate.lint import cache
     from pgsteady.migrate.lint.files import Unit
     from pgsteady.migrate.lint.runners import Choice
 
@@ -156,6 +159,8 @@ def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: P
     keys: list[str] = []
     done, entry = 0, None
     if store is not None:
+        from pgsteady.migrate.lint import cache
+
         keys = cache.chain(config, runner, units, history)
         done, entry = store.longest(keys)
         if entry is not None and done == len(units):
@@ -198,19 +203,28 @@ def run_lint(args: argparse.Namespace) -> int:
     paths = args.files or _config_paths(config)
     if not paths:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
-    store = None if args.no_cache or args.dsn else \
-        cache.Cache(args.cache_dir or cache.default_folder(config))
+    store = None
+    if not (args.no_cache or args.dsn):
+        from pgsteady.migrate.lint import cache  # hashlib, pickle: not for --no-cache
+
+        store = cache.Cache(args.cache_dir or cache.default_folder(config))
     quick_key = None
+    read = [*paths, *filter(None, [args.history])]
     if store is not None:
-        options = (args.runner, args.history)
-        quick_key = cache.stat_key(config, options, [*paths, *filter(None, [args.history])])
+        quick_key = cache.stat_key(config, (args.runner, args.history), read)
         hit = store.quick(quick_key) if quick_key else None
         if hit is not None:  # nothing touched since the last run: no file read
-            return _show(LintReport(hit.reports, hit.runner), args, hit.runner, hit.reason)
-    report, runner, reason = _run(args, config, paths, store)
-    if store is not None and quick_key and not report.syntax_errors:
-        store.store(quick_key, cache.Quick(report.files, runner, reason))
-    return _show(report, args, runner, reason)
+            report, runner, reason = LintReport(hit.reports, hit.runner), hit.runner, hit.reason
+        else:
+            report, runner, reason = _run(args, config, paths, store)
+            if quick_key and not report.syntax_errors:
+                store.store(quick_key, cache.Quick(report.files, runner, reason))
+    else:
+        report, runner, reason = _run(args, config, paths, store)
+    out, err = _show(report, args, runner, reason)
+    if store is not None and not report.syntax_errors:
+        quick.record(out, err, report.exit_code, read, config.source)
+    return report.exit_code
 
 
 def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
@@ -240,15 +254,20 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     return report, choice.runner, choice.reason
 
 
-def _show(report: LintReport, args: argparse.Namespace, runner: str, reason: str) -> int:
-    sys.stdout.write(output.render(report, args.format, color=_use_color(sys.stdout)))
+def _show(report: LintReport, args: argparse.Namespace, runner: str, reason: str,
+          ) -> tuple[str, str]:
+    """Print the report (stdout) and the summary (stderr); what was printed, for
+    :func:`quick.record`."""
+    out = output.render(report, args.format, color=_use_color(sys.stdout))
+    err = ""
     profile = f"runner profile {runner} ({reason})"
     if args.format == "text":
-        sys.stderr.write(output.render_syntax_errors(report))
-        sys.stderr.write(f"{output.summary(report)}; {profile}\n")
+        err = f"{output.render_syntax_errors(report)}{output.summary(report)}; {profile}\n"
     else:
         if report.syntax_errors and args.format == "json":
-            sys.stderr.write(output.render_syntax_errors(report))
+            err = output.render_syntax_errors(report)
         if args.format == "github":
-            sys.stderr.write(f"pgsteady lint: {profile}\n")
-    return report.exit_code
+            err = f"pgsteady lint: {profile}\n"
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return out, err

@@ -83,11 +83,19 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def refuse_misconfigured(scrape: Any) -> None:
+    """A source that can never answer as given (the admin console as --dsn) is a usage
+    error now, rather than a source shown down forever."""
+    if scrape.misconfigured:
+        raise UsageError(next(iter(scrape.misconfigured.values())))
+
+
 def _loop(exporter: Any, evaluator: Any, args: argparse.Namespace, show: Any) -> None:
     started = time.monotonic()
     shown = 0
     while args.count is None or shown < args.count:
-        scrape = exporter.scrape()
+        scrape = exporter.scrape(quiet=shown == 0)
+        refuse_misconfigured(scrape)
         show(view_of(scrape, evaluator.update(scrape.values, scrape.at), evaluator,
                      started))
         shown += 1

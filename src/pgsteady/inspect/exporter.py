@@ -29,6 +29,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from pgsteady.errors import UsageError
 from pgsteady.inspect import pgbouncer as bouncer
 from pgsteady.inspect import postgres
 from pgsteady.settings import default_label, scrub
@@ -112,6 +113,9 @@ class Scrape:
     values: Values
     postgres: postgres.PostgresSnapshot | None = None
     pgbouncer: bouncer.BouncerSnapshot | None = None
+    # Sources that can never answer as given (e.g. --dsn names PgBouncer's admin console):
+    # a usage error, not an outage, for a caller that can still tell the user.
+    misconfigured: Mapping[str, str] = field(default_factory=dict)
 
     def value(self, name: str, **labels: str) -> float | None:
         """The value of one series, ``None`` when absent."""
@@ -277,8 +281,9 @@ class Exporter:
     def sources(self) -> list[str]:
         return [s.name for s in self._sources]
 
-    def scrape(self, timeout: float | None = None) -> Scrape:
-        """Read every source in parallel; whatever has not answered by the deadline is down."""
+    def scrape(self, timeout: float | None = None, *, quiet: bool = False) -> Scrape:
+        """Read every source in parallel; whatever has not answered by the deadline is down
+        (logged, unless ``quiet``)."""
         start = time.monotonic()
         deadline = start + (self.timeout if timeout is None else timeout)
         with self._lock:
@@ -290,6 +295,7 @@ class Exporter:
         wait_futures(list(futures.values()), timeout=max(0.0, deadline - time.monotonic()))
         up: dict[str, bool] = {}
         errors: dict[str, str] = {}
+        misconfigured: dict[str, str] = {}
         results: dict[str, Any] = {}
         for name, future in futures.items():
             if not future.done():
@@ -298,10 +304,12 @@ class Exporter:
                 exc = future.exception()
                 errors[name] = scrub(str(exc).strip().splitlines()[0] if str(exc).strip()
                                      else type(exc).__name__)
+                if isinstance(exc, UsageError):
+                    misconfigured[name] = errors[name]
             else:
                 results[name] = future.result()
             up[name] = name in results
-            if name in errors:
+            if name in errors and not quiet:
                 log.warning("scrape: %s is down: %s", name, errors[name])
         values: Values = {"pgsteady_up": [(_labels(source=n), float(ok))
                                           for n, ok in up.items()]}
@@ -318,7 +326,8 @@ class Exporter:
                 ((), float(totals.get("not_ready", 0)))]
             values["pgsteady_pgbouncer_dropped_cancels_total"] = [
                 ((), float(totals.get("cancel_idle", 0)))]
-        return Scrape(start, time.monotonic() - start, up, errors, values, pg, pgb)
+        return Scrape(start, time.monotonic() - start, up, errors, values, pg, pgb,
+                      misconfigured)
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Wait up to ``wait`` seconds for reads still under way (their own timeouts end them);

@@ -492,6 +492,12 @@ class Cluster:
             raise LabError("the lab cluster is not running; call start() or use `with`")
         return part
 
+    def server_connections(self, dbname: str) -> int:
+        """PgBouncer's server connections to ``dbname``: logging in, idle, active or used."""
+        bouncer = self._require(self.pgbouncer)
+        return sum(p["sv_login"] + p["sv_idle"] + p["sv_active"] + p["sv_used"]
+                   for p in bouncer.admin("SHOW POOLS") if p["database"] == dbname)
+
     def wait_pool_filled(self, dbname: str, servers: int, timeout: float = 10.0) -> None:
         """Wait until PgBouncer holds ``servers`` idle+active server connections for ``dbname``."""
         bouncer = self._require(self.pgbouncer)
@@ -504,6 +510,27 @@ class Cluster:
             time.sleep(0.05)
         raise LabError(f"PgBouncer did not open {servers} server connections to {dbname} "
                        f"within {timeout:.0f} s")
+
+    def drop_server_connections(self, dbname: str, timeout: float = 10.0) -> int:
+        """End every server connection PgBouncer holds to ``dbname`` (from the server side, as a
+        database restart or an idle timeout would) and wait until PgBouncer has let go of them.
+
+        PgBouncer keeps what it learned at its first login (the parameters it greets clients
+        with), so afterwards clients log in at once and their first queries find no server
+        connection: a truly cold pool. Returns how many backends were ended."""
+        query = sql.SQL(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = {} AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        ).format(sql.Literal(dbname))
+        with psycopg.connect(self.direct_dsn(dbname), autocommit=True) as conn:
+            row = conn.execute(query).fetchone()
+        deadline = time.monotonic() + timeout
+        while self.server_connections(dbname):
+            if time.monotonic() > deadline:
+                raise LabError(f"PgBouncer still holds server connections to {dbname} "
+                               f"{timeout:.0f} s after they were ended")
+            time.sleep(0.05)
+        return int(row[0]) if row else 0
 
 
 def versions(binaries: Binaries | None = None) -> dict[str, str]:

@@ -10,9 +10,12 @@ Names are imported on first use, so ``layouts`` and ``lint`` load without psycop
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing itself costs a lint run's start-up; mypy reads this as True
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from pgsteady.migrate.alembic import run_alembic_migrations
     from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
     from pgsteady.migrate.apply import Applied, Policy, migrate, plan, run_preflight

@@ -92,6 +92,7 @@ class Skipped:
 
     path: Path
     reason: str
+    said: bool = True   # False: expected clutter (.gitkeep, .DS_Store), logged only with -vv
 
 
 @dataclass
@@ -231,7 +232,7 @@ def _common_skip(path: Path) -> Skipped | None:
     if path.is_symlink() and not path.exists():
         return Skipped(path, "a symbolic link to nothing; fix or remove the link")
     if path.name.startswith("."):
-        return Skipped(path, "a hidden file")
+        return Skipped(path, "a hidden file", said=path.suffix.lower() == ".sql")
     if path.is_file() and path.suffix.lower() == ".sql" and path.suffix != ".sql":
         return Skipped(path, "the suffix must be lower-case .sql; rename it")
     return None

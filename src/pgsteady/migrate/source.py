@@ -72,6 +72,9 @@ class Migration:
         return f"{self.path}:{statement.line}"
 
 
+_SKIPS_NAMED = 10  # a wrong --dir names a few strays, not every file in it
+
+
 def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
     """The folder's files as ``layout`` (``auto``: detected), skipped entries logged."""
     try:
@@ -79,8 +82,15 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
         found = layouts.scan(directory, name)
     except layouts.LayoutError as exc:
         raise BadMigration(str(exc)) from None
+    said = [skipped for skipped in found.skipped if skipped.said]
     for skipped in found.skipped:
+        if not skipped.said:
+            log.debug("skipped %s: %s", skipped.path, skipped.reason)
+    for skipped in said[:_SKIPS_NAMED]:
         log.warning("skipped %s: %s", skipped.path, skipped.reason)
+    if len(said) > _SKIPS_NAMED:
+        log.warning("skipped %d more entries in %s that are not migrations (is --dir the "
+                    "migrations folder?)", len(said) - _SKIPS_NAMED, directory)
     return found
 
 

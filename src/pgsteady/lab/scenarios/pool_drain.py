@@ -207,16 +207,21 @@ def _cluster(server: Postgres, config: PoolDrainConfig) -> Cluster:
                    base_dir=server.workdir)
 
 
-def _warm(cluster: Cluster, config: PoolDrainConfig) -> None:
-    """Make PgBouncer open its min_pool_size connections before the clock starts (not for a
-    cold start, where the first queries find no server connection, as after a deploy)."""
-    if config.cold_start:
-        return
+def _warm(cluster: Cluster, config: PoolDrainConfig, *, cold: bool = False) -> None:
+    """Make PgBouncer open its min_pool_size connections before the clock starts.
+
+    ``cold``: the run starts with no server connection at all, as after PgBouncer closed its
+    idle ones (``server_idle_timeout``) or the database restarted under it. One login first,
+    so that PgBouncer has the parameters it greets clients with; without it, the first
+    client's login would itself open a server connection and the start would not be cold."""
     with psycopg.connect(cluster.pooled_dsn(DBNAME), prepare_threshold=None,
                          autocommit=True) as conn:
-        conn.execute("select 1")
-        if config.min_pool_size:
-            cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
+        if not cold:
+            conn.execute("select 1")
+    if cold:
+        cluster.drop_server_connections(DBNAME, timeout=30)
+    elif config.min_pool_size:
+        cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
 
 
 _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
@@ -307,7 +312,7 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
     label = f"{strategy} run {index}"
     with _cluster(server, config) as cluster:
         assert cluster.pgbouncer is not None and cluster.proxy is not None
-        _warm(cluster, config)
+        _warm(cluster, config, cold=config.cold_start)
         reader = cluster.pgbouncer.log_reader()
         target = Target("127.0.0.1", cluster.pgbouncer.port, DBNAME, "postgres", config.query,
                         config.deadline, config.pool_size, config.cancel_delay,

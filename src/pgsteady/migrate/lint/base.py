@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from pgsteady.migrate.lint.schema import Key, Schema
 
-Node = dict[str, Any]
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    Node = dict[str, Any]
+else:
+    Node = dict
 
 #: The PostgreSQL major version rules assume when nothing says otherwise (the oldest one
 #: still supported upstream in 2026).

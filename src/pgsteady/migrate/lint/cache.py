@@ -31,6 +31,7 @@ from pathlib import Path
 from pgsteady._version import __version__
 from pgsteady.migrate.lint.config import LintConfig
 from pgsteady.migrate.lint.files import Unit
+from pgsteady.migrate.lint.quick import code_stamp, file_stamps
 from pgsteady.migrate.lint.report import FileReport
 from pgsteady.migrate.lint.schema import Schema
 
@@ -39,7 +40,6 @@ log = logging.getLogger("pgsteady.lint")
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
 _FORMAT = b"pgsteady-lint-cache-1"
-_CODE = Path(__file__).parent
 
 
 @dataclass
@@ -65,25 +65,12 @@ def stat_key(config: LintConfig, options: tuple[object, ...], paths: Sequence[st
     modification time under ``paths`` (folders walked whole: a new file, or a tool's marker
     file, changes it; a file given alone brings its folder's and the one above's times, which
     change when an entry is added or removed). None if a path is missing."""
+    stamps = file_stamps(paths)
+    if stamps is None:
+        return None
     digest = hashlib.blake2b(_code_fingerprint(), digest_size=20)
     digest.update(repr((_config_fields(config), options)).encode())
-    for name in paths:
-        try:
-            top = os.stat(name)
-        except OSError:
-            return None
-        digest.update(f"{name}\0{top.st_mtime_ns}\0".encode())
-        if os.path.isdir(name):
-            for root, folders, files in os.walk(name):
-                folders.sort()
-                for file in sorted(files):
-                    info = os.stat(os.path.join(root, file))
-                    digest.update(f"{root}/{file}:{info.st_size}:{info.st_mtime_ns};".encode())
-        else:
-            digest.update(f"{top.st_size}".encode())
-            parent = os.path.dirname(os.path.abspath(name))
-            for folder in (parent, os.path.dirname(parent)):
-                digest.update(f"{os.stat(folder).st_mtime_ns};".encode())
+    digest.update(stamps.encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 
@@ -95,13 +82,8 @@ def _config_fields(config: LintConfig) -> tuple[object, ...]:
 
 def _code_fingerprint() -> bytes:
     """The linter's own code (size and mtime of each module): an edit invalidates the cache."""
-    digest = hashlib.blake2b(_FORMAT + __version__.encode(), digest_size=16)
-    for folder in (_CODE, _CODE / "rules", _CODE.parent):
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.name.endswith(".py"):
-                stat = entry.stat()
-                digest.update(f"{entry.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.digest()
+    stamp = f"{_FORMAT.decode()}:{__version__}:{code_stamp()}"
+    return hashlib.blake2b(stamp.encode(), digest_size=16).digest()
 
 
 def chain(config: LintConfig, runner: str, units: Sequence[Unit],

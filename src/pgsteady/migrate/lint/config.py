@@ -27,10 +27,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from pgsteady._errors_root import UsageError
 from pgsteady.migrate.lint.base import DEFAULT_PG_VERSION
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Rows from which, with a database to ask, a table counts as large.
 DEFAULT_LARGE_TABLE = 1_000_000

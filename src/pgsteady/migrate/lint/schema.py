@@ -20,9 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-Node = dict[str, Any]
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    Node = dict[str, Any]
+else:
+    Node = dict
 Key = tuple[str, str]
 _KEY = "\x00key"  # where a RangeVar keeps its resolved key (a tuple: never walked)
 

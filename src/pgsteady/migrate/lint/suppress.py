@@ -12,7 +12,13 @@ from bisect import bisect_right
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from pglast import parser as pg
+from pgsteady.migrate.lint import pglast_loader
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from pglast import parser as pg
+else:
+    pg = pglast_loader.parser()  # the C parser without pglast's AST classes (start-up)
 
 UNUSED_IGNORE = "unused-ignore"
 IGNORE_WITHOUT_REASON = "ignore-without-reason"
