@@ -169,6 +169,8 @@ def test_the_json_has_the_labs_shape_and_says_sim():
         ({"poolers": 0}, "--poolers must be at least 1"),
         ({"strategies": ("steady-async",)}, "unknown strategy 'steady-async' for the model"),
         ({"query_time_p99": 0.001}, "--query-time-p99"),
+        ({"round_trip": 0.001, "round_trip_p99": 0.0005}, "--round-trip-p99"),
+        ({"overcommit": -1}, "--overcommit must be 0 or more"),
         ({"burst_start": 5.0, "burst_end": 20.0}, "outside the 15 s run"),
         ({"duration": 7200.0}, "--duration must be between"),
         ({"workers": 2_000_000}, "at most 1,000,000 workers"),
