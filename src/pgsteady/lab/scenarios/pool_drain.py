@@ -218,10 +218,7 @@ def _warm(cluster: Cluster, config: PoolDrainConfig, *, cold: bool = False) -> N
                          autocommit=True) as conn:
         if not cold:
             conn.execute("select 1")
-            if config.min_pool_size:
-                # Inside the with: PgBouncer fills min_pool_size only while a client is
-                # connected (janitor.c, check_pool_size), so waiting after the close would
-                # leave the pool at whatever it had reached (often one server).
+            if config.min_pool_size:  # PgBouncer fills min_pool_size while a client is in
                 cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
     if cold:
         cluster.drop_server_connections(DBNAME, timeout=30)
