@@ -21,7 +21,8 @@ LAB_ROW_KEYS = {"t", "answered", "timeouts", "rejected", "db_completions",
 def test_seed_defaults_naive_collapses_for_good_and_steady_holds_at_the_ceiling():
     """At the seed's setting, naive collapses at the burst and never recovers, destroying
     connections about as fast as one-at-a-time refills replace them; steady holds every
-    second at the model's ceiling less its round trips, losing no connection."""
+    second at the model's ceiling (its client pool overcommits PgBouncer's by one, as the
+    lab's does), losing no connection."""
     config = SimConfig()
     started = time.perf_counter()
     naive, _ = simulate(config, "naive", 1)
@@ -37,12 +38,13 @@ def test_seed_defaults_naive_collapses_for_good_and_steady_holds_at_the_ceiling(
     assert naive.totals["cl_waiting"] > 3000
 
     ceiling = config.predicted_ceiling()
-    assert 700 <= ceiling <= 720  # 4 / (5 ms + 0.6 ms)
+    assert 700 <= ceiling <= 720  # 4 / (5 ms + a 0.66 ms mean round trip)
     assert not steady.collapsed and steady.recovered
     assert steady.totals["not_ready_closures"] == 0
     assert steady.totals["server_connections_opened"] == 0
     for row in steady.per_second:
-        assert 0.93 * ceiling <= row["answered"] <= ceiling, row
+        # within sampling noise of the ceiling (round trips are random)
+        assert 0.95 * ceiling <= row["answered"] <= 1.02 * ceiling, row
     assert sum(r["timeouts"] for r in steady.per_second) == 0
     assert elapsed < 10  # the goal is 2 s per run (bench/sim_scale.py); generous here
 
@@ -167,6 +169,8 @@ def test_the_json_has_the_labs_shape_and_says_sim():
         ({"poolers": 0}, "--poolers must be at least 1"),
         ({"strategies": ("steady-async",)}, "unknown strategy 'steady-async' for the model"),
         ({"query_time_p99": 0.001}, "--query-time-p99"),
+        ({"round_trip": 0.001, "round_trip_p99": 0.0005}, "--round-trip-p99"),
+        ({"overcommit": -1}, "--overcommit must be 0 or more"),
         ({"burst_start": 5.0, "burst_end": 20.0}, "outside the 15 s run"),
         ({"duration": 7200.0}, "--duration must be between"),
         ({"workers": 2_000_000}, "at most 1,000,000 workers"),

@@ -45,7 +45,12 @@ def register(verbs: Any) -> None:
     check.add_argument("--quick", action="store_true",
                        help="two cells (pool 2 and 4, 50 ms), one 6 s run per strategy")
     check.add_argument("--seed", type=int, default=1)
-    check.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
+    check.add_argument("--json", metavar="FILE", nargs="?", const="",
+                       help="write the comparison as JSON to FILE; with no FILE, into --out "
+                            "DIR, or on stdout instead of the table")
+    check.add_argument("--out", metavar="DIR",
+                       help="write the comparison to DIR/sim-validate.json (the table still "
+                            "goes to stdout)")
     check.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
     check.set_defaults(run=run_validate)
 
@@ -103,10 +108,18 @@ def _knobs(parser: argparse.ArgumentParser, strategies: str, runs: int = 1) -> N
     parser.add_argument("--login-time", type=_args.duration, default=0.004,
                         help="a new server connection's time beyond --connect-latency: "
                              "backend start and login (4ms)")
-    parser.add_argument("--round-trip", type=_args.duration, default=0.0006,
-                        help="a server connection's time per query beyond the query (0.6ms)")
+    parser.add_argument("--round-trip", type=_args.duration, default=0.00045,
+                        help="a server connection's time per query beyond the query: the "
+                             "median of a lognormal (0.45ms)")
+    parser.add_argument("--round-trip-p99", type=_args.duration,
+                        help="its 99th percentile (default: 7.8 x --round-trip, as measured "
+                             "on the lab's path)")
     parser.add_argument("--client-turnaround", type=_args.duration, default=0.0002,
                         help="a client's time from a result to its next query (0.2ms)")
+    parser.add_argument("--client-connect-time", type=_args.duration, default=0.0004,
+                        help="a client's new connection to PgBouncer, SCRAM included (0.4ms)")
+    parser.add_argument("--overcommit", type=_args.non_negative_int, default=1,
+                        help="steady's connections beyond --pool-size, as the lab's (1)")
     parser.add_argument("--think-time", type=_args.duration, default=0.0,
                         help="each worker's pause between queries (0: closed loop)")
     parser.add_argument("--max-waiting", type=_args.non_negative_int,
@@ -138,8 +151,10 @@ def _config(args: argparse.Namespace) -> Any:
         poolers=args.poolers, max_connections=args.max_connections,
         query_wait_timeout=args.query_wait_timeout,
         server_login_retry=args.server_login_retry, login_time=args.login_time,
-        round_trip=args.round_trip,
-        client_turnaround=args.client_turnaround, think_time=args.think_time,
+        round_trip=args.round_trip, round_trip_p99=args.round_trip_p99,
+        client_turnaround=args.client_turnaround,
+        client_connect_time=args.client_connect_time, overcommit=args.overcommit,
+        think_time=args.think_time,
         stall_rate=rate, stall_mean=mean, max_waiting=args.max_waiting, seed=args.seed)
 
 
@@ -188,18 +203,34 @@ def run_validate(args: argparse.Namespace) -> int:
     from pgsteady.sim import validate as check
     from pgsteady.sim.report import validation_table
 
-    _check_paths(args.json)
+    json_path = _validate_json_path(args.json, args.out)
+    _check_paths(None if json_path == "-" else json_path, directory=args.out)
     err = Console(stderr=True)
     grid = check.QUICK if args.quick else check.FULL
-    result = check.validate(grid, lambda config: lab_run(config, base_dir=args.dir),
+    result = check.validate(grid, lambda config: lab_run(config, base_dir=args.dir,
+                                                         hold_sample=True),
                             seed=args.seed, progress=err.print)
-    _console().print(validation_table(result))
-    if args.json:
-        path = Path(args.json)
+    document = result.to_json()
+    if json_path == "-":
+        print(json.dumps(document, indent=2))
+    else:
+        _console().print(validation_table(result))
+    if json_path and json_path != "-":
+        path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        err.print(f"wrote {args.json}")
+        path.write_text(json.dumps(document, indent=2) + "\n")
+        err.print(f"wrote {json_path}")
     return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def _validate_json_path(json_file: str | None, out: str | None) -> str | None:
+    """Where ``validate`` writes its JSON: --json FILE, else DIR/sim-validate.json with
+    --out DIR, else "-" (stdout) for a bare --json, else nowhere."""
+    if json_file:
+        return json_file
+    if out:
+        return str(Path(out) / "sim-validate.json")
+    return "-" if json_file == "" else None
 
 
 def run_phase_map(args: argparse.Namespace) -> int:

@@ -4,8 +4,10 @@
 ``naive``    at the deadline: a cancel request, then close the connection; reconnect.
 ``cancel``   a cancel request, wait ``cancel_delay`` more for the result, then close.
 ``psycopg``  a cancel request, then wait for the result however long it takes.
-``steady``   :class:`pgsteady.Database`: ``pool_size`` connections per pooler, held by its
-             workers; callers wait in a backlog of at most ``max_waiting`` jobs (refused at
+``steady``   :class:`pgsteady.Database`: ``pool_size + overcommit`` connections per pooler,
+             held by its workers (the extra one only ever waits inside PgBouncer, and keeps
+             every server busy while a worker turns a result into its next job); callers
+             wait in a backlog of at most ``max_waiting`` jobs (refused at
              once above it, and a refused caller waits out its deadline before trying again,
              as the lab's does). The deadline ends the caller's wait: a queued job is
              dropped, a started one runs to completion. Its connections are never closed.

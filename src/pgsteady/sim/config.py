@@ -11,13 +11,18 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from pgsteady.errors import UsageError
-from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
+from pgsteady.lab.scenarios.pool_drain import DEFAULT_OVERCOMMIT, PoolDrainConfig
 
 STRATEGIES = ("naive", "cancel", "psycopg", "steady")
 MAX_CLIENTS = 1_000_000
 MAX_DURATION = 3600.0
 MAX_SIMULATED = 100_000.0  # simulated seconds in one call, over every run and strategy
 _Z99 = 2.3263478740408408  # the standard normal's 99th percentile
+# A round trip's p99 over its median on the lab's path (PgBouncer, the fault proxy and
+# PostgreSQL sharing two cores): pgbench with one client per server connection, quiet machine,
+# median 0.45-0.62 ms, p99 3.5-5.5 ms. The tail, not the median, is what first pushes a queued
+# query past its deadline (see server.py).
+ROUND_TRIP_TAIL = 7.8
 
 
 @dataclass(frozen=True)
@@ -46,12 +51,20 @@ class SimConfig:
     query_wait_timeout: float = 120.0     # PgBouncer's default
     server_login_retry: float = 15.0      # PgBouncer's default
     login_time: float = 0.004             # a new server connection's time beyond the latency
-    round_trip: float = 0.0006            # a server connection's time per query beyond it
+    round_trip: float = 0.00045           # a query's time on its server connection beyond the
+                                          # query itself: the median, lognormal ...
+    round_trip_p99: float | None = None   # ... with this p99 (None: ROUND_TRIP_TAIL x median)
+    # Measured round trips to draw from instead (sim validate: the lab's own, see
+    # round_trips_from_holds); the median and p99 above then only describe them.
+    round_trip_samples: tuple[float, ...] = ()
     client_turnaround: float = 0.0002     # a client's time from a result to its next query
+    client_connect_time: float = 0.0004   # a client's new connection to PgBouncer: TCP,
+                                          # startup and SCRAM's two round trips
     think_time: float = 0.0               # a worker's pause between queries (0: closed loop)
     stall_rate: float = 0.0               # random proxy stalls per second (Poisson)
     stall_mean: float = 0.1               # their mean length (exponential)
-    max_waiting: int | None = None        # steady's backlog bound; None: 4 x pool size
+    max_waiting: int | None = None        # steady's backlog bound; None: 4 x its pool
+    overcommit: int = DEFAULT_OVERCOMMIT  # steady's connections beyond pool_size, as the lab's
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -75,6 +88,12 @@ class SimConfig:
             problems.append(f"at most {MAX_CLIENTS:,} workers in all; lower --workers/--burst")
         if self.query_time <= 0 or self.deadline <= 0:
             problems.append("--query-time and --deadline must be positive durations")
+        if self.round_trip_p99 is not None and self.round_trip_p99 < self.round_trip:
+            problems.append(f"--round-trip-p99 ({self.round_trip_p99 * 1000:g} ms) must not be "
+                            f"below --round-trip, the median ({self.round_trip * 1000:g} ms)")
+        if len(self.round_trip_samples) > 1_000_000 or not all(
+                math.isfinite(v) and v >= 0 for v in self.round_trip_samples):
+            problems.append("round-trip samples must be at most 1,000,000 finite values >= 0")
         if self.query_time_p99 is not None and self.query_time_p99 <= self.query_time:
             problems.append(f"--query-time-p99 ({self.query_time_p99 * 1000:g} ms) must be "
                             f"above --query-time, the median ({self.query_time * 1000:g} ms)")
@@ -90,6 +109,7 @@ class SimConfig:
             problems.append(f"--stall at {self.stall_at:g}s lies outside the "
                             f"{self.duration:g} s run")
         for name in ("connect_latency", "login_time", "stall", "cancel_delay", "round_trip",
+                     "client_connect_time",
                      "client_turnaround", "think_time", "stall_rate", "stall_mean"):
             value = getattr(self, name)
             if value < 0 or not math.isfinite(value):
@@ -100,6 +120,8 @@ class SimConfig:
             problems.append("--latency-stalls needs a positive mean length")
         if self.stall_rate * self.duration > 10_000:
             problems.append("--latency-stalls: at most 10,000 stalls per run; lower the rate")
+        if self.overcommit < 0:
+            problems.append(f"--overcommit must be 0 or more, got {self.overcommit}")
         if self.max_waiting is not None and self.max_waiting < 1:
             problems.append(f"--max-waiting must be at least 1, got {self.max_waiting}")
         if problems:
@@ -113,7 +135,12 @@ class SimConfig:
 
     @property
     def backlog_bound(self) -> int:
-        return 4 * self.pool_size if self.max_waiting is None else self.max_waiting
+        return 4 * self.client_pool if self.max_waiting is None else self.max_waiting
+
+    @property
+    def client_pool(self) -> int:
+        """steady's connections to each pooler (pgsteady.Database's pool_size in the lab)."""
+        return self.pool_size + self.overcommit
 
     @property
     def lognormal_sigma(self) -> float:
@@ -126,10 +153,25 @@ class SimConfig:
     def mean_query_time(self) -> float:
         return self.query_time * math.exp(self.lognormal_sigma ** 2 / 2)
 
+    @property
+    def round_trip_sigma(self) -> float:
+        """The spread of the round trip's logarithm (0: every round trip the same)."""
+        p99 = self.round_trip * ROUND_TRIP_TAIL if self.round_trip_p99 is None \
+            else self.round_trip_p99
+        if not self.round_trip or p99 <= self.round_trip:
+            return 0.0
+        return math.log(p99 / self.round_trip) / _Z99
+
+    @property
+    def mean_round_trip(self) -> float:
+        if self.round_trip_samples:
+            return sum(self.round_trip_samples) / len(self.round_trip_samples)
+        return self.round_trip * math.exp(self.round_trip_sigma ** 2 / 2)
+
     def predicted_ceiling(self) -> float:
         """What pgbench would get with ``workers`` clients, in the model: each pooler's servers
         busy back to back when it has more clients than servers, else each client's own cycle."""
-        hold = self.mean_query_time + self.round_trip
+        hold = self.mean_query_time + self.mean_round_trip
         total = 0.0
         for index in range(self.poolers):
             clients = self.workers // self.poolers + (index < self.workers % self.poolers)
@@ -148,25 +190,44 @@ class SimConfig:
             burst_start=self.burst_start if self.burst_workers else 0.0,
             burst_end=self.burst_end if self.burst_workers else 0.0,
             duration=self.duration, runs=self.runs, stall=self.stall, stall_at=self.stall_at,
-            cancel_delay=self.cancel_delay, ceiling_duration=0.0)
+            cancel_delay=self.cancel_delay, ceiling_duration=0.0, overcommit=self.overcommit)
 
     def model_knobs(self) -> dict[str, Any]:
         """The knobs only the model has, for the JSON's ``config``."""
         shared = {f.name for f in fields(PoolDrainConfig)}
-        return {k: v for k, v in asdict(self).items() if k not in shared}
+        knobs = {k: v for k, v in asdict(self).items() if k not in shared}
+        knobs["round_trip_samples"] = len(self.round_trip_samples)  # how many, not each
+        return knobs
 
 
 def calibrated_round_trip(*, pgbench_tps: float, workers: int, pool_size: int,
                           query_time: float, client_turnaround: float) -> float:
-    """The round trip that makes the model's pgbench ceiling equal a measured one: the single
-    number :func:`pgsteady.sim.validate` takes from the lab (never the outcome it checks)."""
+    """The median round trip (with the default tail) that makes the model's pgbench ceiling
+    equal a measured one: :func:`pgsteady.sim.validate`'s fallback when it has no holds."""
     if pgbench_tps <= 0:
         return SimConfig.round_trip
     if workers > pool_size:
         per_query = pool_size / pgbench_tps
     else:
         per_query = workers / pgbench_tps - client_turnaround
-    return max(0.0, per_query - query_time)
+    tail = math.exp((math.log(ROUND_TRIP_TAIL) / _Z99) ** 2 / 2)  # mean over median
+    return max(0.0, per_query - query_time) / tail
+
+
+def round_trips_from_holds(holds: list[float], query_time: float) -> tuple[float, ...] | None:
+    """Round trips measured on the lab's path: each hold (pgbench with one client per server
+    connection, so no query waits) less the query time, for the model to draw from. Drawn
+    as measured, not fitted: the body is narrow and the tail is a few long hiccups, which no
+    two-parameter curve gets both right, and the body sets the throughput while the tail is
+    what first pushes a queued query past its deadline. None with fewer than 100 holds."""
+    if len(holds) < 100:
+        return None
+    return tuple(sorted(max(0.0, hold - query_time) for hold in holds))
+
+
+def quantile(values: tuple[float, ...], q: float) -> float:
+    """The ``q`` quantile of sorted ``values`` (nearest rank)."""
+    return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
 
 
 def _flag(name: str) -> str:

@@ -11,7 +11,12 @@ PgBouncer's code describe it.
 - A client that closes while linked is seen at once, and its server is closed too.
 - A cancel request for a client with no linked server is dropped ("cancel request for idle
   client"); for a linked one it is forwarded on a new connection to the server (one connect
-  latency; not a pool refill, and it does not take the refill slot — a simplification).
+  latency; not a pool refill, and it does not take the refill slot: the slot is held only
+  until the TCP connect, and the lab's proxy accepts at once). A server whose query ends
+  while a cancel for it is still on its way is not given to anyone until the cancel has
+  been sent ("being canceled", ``release_server`` since PgBouncer 1.18, which keeps a late
+  cancel from hitting the next client's query): one connect latency out of the pool for
+  every query whose caller gave up while it ran.
 - ``query_wait_timeout``: the maintenance loop (three times a second) disconnects clients
   parked longer than that.
 """
@@ -38,7 +43,7 @@ class Client(Protocol):
 class Conn:
     """One client connection to PgBouncer."""
 
-    __slots__ = ("cancelled", "done_at", "owner", "since", "state")
+    __slots__ = ("cancel_until", "cancelled", "done_at", "owner", "since", "state")
 
     def __init__(self, owner: Client) -> None:
         self.owner = owner
@@ -46,21 +51,25 @@ class Conn:
         self.since = 0.0        # when its query was parked
         self.done_at = -1.0     # when its linked query ends; an event at another time is stale
         self.cancelled = False
+        self.cancel_until = 0.0  # when a cancel forwarded for its linked query is sent
 
 
 class Pooler:
     """One PgBouncer process with one pool (one database/user pair)."""
 
     def __init__(self, engine: Engine, server: Server, tally: Tally, *, pool_size: int,
-                 min_pool_size: int, connect_latency: float, query_wait_timeout: float,
+                 min_pool_size: int, connect_latency: float, cancel_latency: float,
+                 query_wait_timeout: float,
                  server_login_retry: float) -> None:
         self.engine, self.server, self.tally = engine, server, tally
         self.pool_size, self.min_pool_size = pool_size, min_pool_size
-        self.connect_latency = connect_latency
+        self.connect_latency = connect_latency  # a refill: the connect and the login
+        self.cancel_latency = cancel_latency    # a forwarded cancel: the connect only
         self.query_wait_timeout = query_wait_timeout
         self.server_login_retry = server_login_retry
         self.idle = 0
         self.active = 0
+        self.being_canceled = 0
         self.login = False
         self.retry_at = 0.0
         self.waiting: deque[Conn] = deque()
@@ -110,7 +119,8 @@ class Pooler:
             tally.dropped_cancels[int(now)] += 1
             self._cancel_replies.after(done, token)
             return
-        arrives = self.server.through(now, self.connect_latency)
+        arrives = self.server.through(now, self.cancel_latency)
+        conn.cancel_until = max(conn.cancel_until, arrives)
         if conn.done_at > arrives:  # still running when the cancel lands: it ends now
             conn.done_at = arrives
             conn.cancelled = True
@@ -122,6 +132,7 @@ class Pooler:
     def _link(self, conn: Conn) -> None:
         conn.state = ACTIVE
         conn.cancelled = False
+        conn.cancel_until = 0.0
         self.active += 1
         server = self.server
         done = server.through(self.engine.now, server.query_hold())
@@ -137,8 +148,17 @@ class Pooler:
         if not conn.cancelled:
             tally = self.tally
             tally.db_completions[int(self.engine.now)] += 1
-        self._server_free()
+        if conn.cancel_until > self.engine.now:  # a cancel for it is still on its way
+            self.being_canceled += 1
+            self.engine.at(conn.cancel_until, self._canceled)
+        else:
+            self._server_free()
         conn.owner.on_result(conn, not conn.cancelled)
+
+    def _canceled(self, _: Any) -> None:
+        """The cancel was sent: the server it targeted goes back to work."""
+        self.being_canceled -= 1
+        self._server_free()
 
     def _server_free(self) -> None:
         """A server is ready for the next client: the head of the queue, or idle."""
@@ -164,7 +184,7 @@ class Pooler:
         if self.login:
             return
         now = self.engine.now
-        total = self.idle + self.active
+        total = self.idle + self.active + self.being_canceled
         if total >= self.pool_size or (not self.waiting and total >= self.min_pool_size):
             return
         if now < self.retry_at:

@@ -22,7 +22,7 @@ def validation_table(result: Validation) -> Table:
               f"(bar {VERDICT_AGREEMENT:.0%}); answered/s where both hold differs by at most "
               f"{'-' if worst is None else f'{worst:.1%}'} (bar {ANSWERED_TOLERANCE:.0%})",
         title_justify="left")
-    for name in ("pool", "latency", "stall", "strategy", "pgbench", "verdict lab",
+    for name in ("pool", "latency", "stall", "strategy", "pgbench", "rt p50/p99", "verdict lab",
                  "verdict model", "ok/s lab ⅓s", "ok/s model ⅓s", "diff", "srv conns lab",
                  "srv conns model"):
         table.add_column(name, justify="left" if name in ("strategy", "verdict lab",
@@ -33,6 +33,8 @@ def validation_table(result: Validation) -> Table:
             str(cell.pool_size), f"{cell.connect_latency * 1000:g} ms",
             f"{cell.stall * 1000:g} ms" if cell.stall else "-", cell.strategy,
             f"{cell.pgbench_tps:.0f}",
+            f"{cell.round_trip * 1000:.2f}/"
+            + ("-" if cell.round_trip_p99 is None else f"{cell.round_trip_p99 * 1000:.1f}"),
             f"{cell.lab.verdict} {cell.lab.collapsed}/{cell.lab.runs}",
             f"{cell.model.verdict} {cell.model.collapsed}/{cell.model.runs}"
             + ("" if cell.verdicts_agree else " ✗"),
@@ -42,7 +44,8 @@ def validation_table(result: Validation) -> Table:
             f"{cell.lab.server_connections_opened:.0f}",
             f"{cell.model.server_connections_opened:.0f}")
     table.caption = "verdict: the most common over the runs, then collapsed runs/runs; " \
-                    "ok/s: mean answered per second in the first, middle and last third"
+                    "ok/s: mean answered per second in the first, middle and last third; " \
+                    "rt: the round trip measured on the lab's path (ms), the model's input"
     table.caption_justify = "left"
     return table
 

@@ -74,14 +74,15 @@ def _simulate(config: SimConfig, strategy: str, run: int) -> tuple[RunResult, in
     poolers = [Pooler(engine, server, tally, pool_size=config.pool_size,
                       min_pool_size=config.min_pool,
                       connect_latency=config.connect_latency + config.login_time,
+                      cancel_latency=config.connect_latency,
                       query_wait_timeout=config.query_wait_timeout,
                       server_login_retry=config.server_login_retry)
                for _ in range(config.poolers)]
     for pooler in poolers:
         pooler.prefill(config.duration)
-    dbs = [SteadyDatabase(engine, pooler, pool_size=config.pool_size,
+    dbs = [SteadyDatabase(engine, pooler, pool_size=config.client_pool,
                           max_waiting=config.backlog_bound, turnaround=config.client_turnaround,
-                          connect_time=config.round_trip) for pooler in poolers] \
+                          connect_time=config.client_connect_time) for pooler in poolers] \
         if strategy == "steady" else []
     shifts = [(config.workers, 0.0, config.duration)]
     if config.burst_workers:
@@ -105,7 +106,7 @@ def _simulate(config: SimConfig, strategy: str, run: int) -> tuple[RunResult, in
                                     deadline=config.deadline, cancel_delay=config.cancel_delay,
                                     turnaround=config.client_turnaround,
                                     think_time=config.think_time,
-                                    connect_time=config.round_trip)
+                                    connect_time=config.client_connect_time)
             engine.at(at, client.begin)
     sampler = _Sampler(engine, poolers, config.duration)
     engine.at(0.0, sampler.sample)

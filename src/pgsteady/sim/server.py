@@ -17,8 +17,8 @@ from pgsteady.sim.config import SimConfig
 class Server:
     """One PostgreSQL behind every pooler of a run."""
 
-    __slots__ = ("_rng", "_sigma", "_stall_ends", "_stall_starts", "connections",
-                 "max_connections", "median", "round_trip")
+    __slots__ = ("_rng", "_rt_samples", "_rt_sigma", "_sigma", "_stall_ends", "_stall_starts",
+                 "connections", "max_connections", "median", "round_trip")
 
     def __init__(self, config: SimConfig, rng: random.Random,
                  stalls: list[tuple[float, float]]) -> None:
@@ -28,6 +28,8 @@ class Server:
         self.median = config.query_time
         self._sigma = config.lognormal_sigma
         self.round_trip = config.round_trip
+        self._rt_sigma = config.round_trip_sigma
+        self._rt_samples = config.round_trip_samples
         merged: list[tuple[float, float]] = []
         for start, end in sorted(stalls):
             if merged and start <= merged[-1][1]:
@@ -38,12 +40,18 @@ class Server:
         self._stall_ends = [end for _, end in merged]
 
     def query_hold(self) -> float:
-        """How long one query holds its server connection: the query and a round trip (both
-        jittered: +-50% on the round trip, lognormal on the query when a p99 is given)."""
+        """How long one query holds its server connection: the query (fixed, or lognormal
+        when a p99 is given) and a round trip (lognormal: a median and a long tail; or one of
+        the measured ones, when given)."""
         rng = self._rng
         query = self.median * rng.lognormvariate(0.0, self._sigma) if self._sigma \
             else self.median
-        return query + self.round_trip * (0.5 + rng.random())
+        samples = self._rt_samples
+        if samples:
+            return query + samples[int(rng.random() * len(samples))]
+        rt_sigma = self._rt_sigma
+        return query + (self.round_trip * rng.lognormvariate(0.0, rt_sigma) if rt_sigma
+                        else self.round_trip)
 
     def through(self, start: float, duration: float) -> float:
         """When something sent to the server at ``start`` that takes ``duration`` there comes

@@ -2,9 +2,12 @@
 
 Each (pool size, connect latency) pair is one lab call (one PostgreSQL, pgbench for the
 ceiling, then every strategy x run on a fresh PgBouncer) and one model call. The model takes
-one number from the lab, and not an outcome: the per-query round trip that makes its pgbench
-ceiling equal the one measured (:func:`calibrated_round_trip`), because the machine's speed is
-not something a model of PgBouncer can know. Verdicts and answers per second are then
+one measurement from the lab, and not an outcome: the round trips of pgbench with one client
+per server connection over the same path (each query's latency less the query time;
+:func:`round_trips_from_holds`), which the model then draws from, because the machine's
+speed is not something a model of PgBouncer can know. The tail matters as much as the
+median: queued queries wait behind every slow one ahead of them, and it is the slowest waits
+that first pass the deadline and start the drain. Verdicts and answers per second are then
 compared: a cell agrees when the model's most common verdict over its runs is the lab's.
 """
 
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, PoolDrainResult, RunResult
-from pgsteady.sim.config import SimConfig, calibrated_round_trip
+from pgsteady.sim.config import SimConfig, calibrated_round_trip, quantile, round_trips_from_holds
 from pgsteady.sim.run import run_model
 
 log = logging.getLogger("pgsteady.sim")
@@ -73,6 +76,7 @@ class Cell:
     round_trip: float
     lab: Side
     model: Side
+    round_trip_p99: float | None = None
 
     @property
     def verdicts_agree(self) -> bool:
@@ -93,6 +97,8 @@ class Cell:
                 "stall": self.stall, "strategy": self.strategy,
                 "pgbench_tps": round(self.pgbench_tps, 1),
                 "calibrated_round_trip": round(self.round_trip, 6),
+                "calibrated_round_trip_p99": None if self.round_trip_p99 is None
+                else round(self.round_trip_p99, 6),
                 "lab": self.lab.to_json(), "model": self.model.to_json(),
                 "verdicts_agree": self.verdicts_agree,
                 "answered_difference": None if difference is None else round(difference, 4)}
@@ -136,7 +142,7 @@ class Validation:
                 "cells": [c.to_json() for c in self.cells]}
 
 
-LabRunner = Callable[[PoolDrainConfig], PoolDrainResult]
+LabRunner = Callable[[PoolDrainConfig], PoolDrainResult]  # hold_times wanted
 
 
 def validate(grid: Grid, lab: LabRunner, *, seed: int = 1,
@@ -158,21 +164,30 @@ def validate(grid: Grid, lab: LabRunner, *, seed: int = 1,
                 stall_at=grid.stall_at if stall else 0.0,
                 ceiling_duration=grid.ceiling_duration))
             base = SimConfig()
-            round_trip = calibrated_round_trip(
-                pgbench_tps=measured.pgbench_tps, workers=base.workers, pool_size=pool_size,
-                query_time=base.query_time, client_turnaround=base.client_turnaround)
-            say(f"model: {setting} (round trip {round_trip * 1000:.2f} ms from pgbench "
-                f"{measured.pgbench_tps:.0f} q/s)")
+            samples = round_trips_from_holds(measured.hold_times, base.query_time) or ()
+            if samples:
+                round_trip, p99 = quantile(samples, 0.5), quantile(samples, 0.99)
+            else:
+                log.warning("no hold times from the lab; calibrating from pgbench's rate")
+                round_trip, p99 = calibrated_round_trip(
+                    pgbench_tps=measured.pgbench_tps, workers=base.workers,
+                    pool_size=pool_size, query_time=base.query_time,
+                    client_turnaround=base.client_turnaround), None
+            say(f"model: {setting} (round trip median {round_trip * 1000:.2f} ms"
+                + (f", p99 {p99 * 1000:.2f} ms" if p99 is not None else "")
+                + f"; pgbench {measured.pgbench_tps:.0f} q/s)")
             modelled = run_model(SimConfig(
                 strategies=grid.strategies, pool_size=pool_size, connect_latency=latency,
                 duration=grid.duration, burst_workers=workers, burst_start=start,
                 burst_end=end, runs=grid.runs, stall=stall,
-                stall_at=grid.stall_at if stall else 0.0, round_trip=round_trip, seed=seed))
+                stall_at=grid.stall_at if stall else 0.0, round_trip=round_trip,
+                round_trip_p99=p99, round_trip_samples=samples, seed=seed))
             for strategy in grid.strategies:
                 result.cells.append(Cell(
                     pool_size, latency, stall, strategy, measured.pgbench_tps, round_trip,
                     lab=side([r for r in measured.runs if r.strategy == strategy]),
-                    model=side([r for r in modelled.runs if r.strategy == strategy])))
+                    model=side([r for r in modelled.runs if r.strategy == strategy]),
+                    round_trip_p99=p99))
     return result
 
 

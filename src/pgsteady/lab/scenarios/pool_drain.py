@@ -145,6 +145,10 @@ class PoolDrainResult:
     # "lab" (measured) or "sim" (the model, pgsteady.sim), whose own knobs go in extra_config.
     source: str = "lab"
     extra_config: dict[str, Any] = field(default_factory=dict)
+    # Not part of the JSON: with ``hold_sample``, each query's latency in pgbench with one
+    # client per server connection (no queue), in seconds: how long the path holds a server
+    # connection per query, tail included (what pgsteady.sim.validate calibrates from).
+    hold_times: list[float] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,8 +167,10 @@ Progress = Callable[[str, float], None]
 
 
 def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
-                   base_dir: str | None = None) -> PoolDrainResult:
-    """Run the ceiling and every strategy x run; always tear everything down."""
+                   base_dir: str | None = None, *, hold_sample: bool = False) -> PoolDrainResult:
+    """Run the ceiling and every strategy x run; always tear everything down. With
+    ``hold_sample``, also time each query of a pgbench run with one client per server
+    connection (:attr:`PoolDrainResult.hold_times`)."""
     report = progress or (lambda label, seconds: None)
     who = _process.run_as()
     workdir = make_workdir(base_dir, who)
@@ -175,13 +181,14 @@ def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
         versions = {"postgresql": server.version(),
                     "pgbouncer": server.binaries.pgbouncer_version(), "pgsteady": __version__}
         report("pgbench ceiling", 0)
-        tps = _ceiling(server, config)
+        tps, _ = _ceiling(server, config)
+        holds = _ceiling(server, config, clients=config.pool_size)[1] if hold_sample else []
         report("pgbench ceiling", config.ceiling_duration)
         runs = [
             _one_run(server, config, strategy, index, report)
             for strategy in config.strategies for index in range(1, config.runs + 1)
         ]
-        return PoolDrainResult(config, tps, runs, versions)
+        return PoolDrainResult(config, tps, runs, versions, hold_times=holds)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -220,27 +227,49 @@ def _warm(cluster: Cluster, config: PoolDrainConfig, *, cold: bool = False) -> N
 _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
 
 
-def _ceiling(server: Postgres, config: PoolDrainConfig) -> float:
-    """pgbench's throughput over the same PgBouncer + proxy path with the same query."""
+def _ceiling(server: Postgres, config: PoolDrainConfig,
+             clients: int | None = None) -> tuple[float, list[float]]:
+    """pgbench's throughput over the same PgBouncer + proxy path with the same query
+    (``config.workers`` clients); with ``clients``, that many, and each query's latency from
+    pgbench's per-transaction log (seconds, at most 100,000)."""
     pgbench = server.binaries.pg_bindir / "pgbench"
     if not pgbench.exists():
         raise LabError(f"pgbench not found in {server.binaries.pg_bindir}; install the "
                        f"postgresql package (it ships pgbench)")
-    with _cluster(server, config) as cluster, tempfile.NamedTemporaryFile(
-            "w", suffix=".sql", prefix="pgsteady-pgbench-") as script:
-        script.write(config.query + ";\n")
-        script.flush()
+    with _cluster(server, config) as cluster, tempfile.TemporaryDirectory(
+            prefix="pgsteady-pgbench-") as scratch:
+        script = os.path.join(scratch, "query.sql")
+        with open(script, "w") as f:
+            f.write(config.query + ";\n")
         _warm(cluster, config)
         assert cluster.pgbouncer is not None
+        log_args = ["-l", "--log-prefix", os.path.join(scratch, "tx")] if clients else []
         out = subprocess.run(
-            [str(pgbench), "-n", "-f", script.name, "-c", str(config.workers), "-j", "2",
-             "-T", str(max(1, round(config.ceiling_duration))), cluster.pooled_dsn(DBNAME)],
-            capture_output=True, text=True, timeout=config.ceiling_duration + 60, check=False)
+            [str(pgbench), "-n", "-f", script, "-c", str(clients or config.workers),
+             "-j", "2", *log_args, "-T", str(max(1, round(config.ceiling_duration))),
+             cluster.pooled_dsn(DBNAME)],
+            capture_output=True, text=True, timeout=config.ceiling_duration + 60, check=False,
+            cwd=scratch)
+        latencies = _pgbench_latencies(scratch) if clients else []
     m = _TPS.search(out.stdout)
     if out.returncode != 0 or not m:
         raise LabError(f"pgbench failed (exit {out.returncode}): "
                        f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
-    return float(m[1])
+    return float(m[1]), latencies
+
+
+def _pgbench_latencies(directory: str, limit: int = 100_000) -> list[float]:
+    """The latency column (microseconds, the third) of pgbench's per-transaction logs."""
+    latencies: list[float] = []
+    for name in sorted(os.listdir(directory)):
+        if not name.startswith("tx"):
+            continue
+        with open(os.path.join(directory, name)) as log_file:
+            for line in log_file:
+                parts = line.split()
+                if len(parts) >= 3 and parts[2].isdigit() and len(latencies) < limit:
+                    latencies.append(int(parts[2]) / 1e6)
+    return latencies
 
 
 class _Sampler(threading.Thread):
