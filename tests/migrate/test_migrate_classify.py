@@ -98,3 +98,18 @@ def test_a_plain_folder_applies_without_pglast_trees(tmp_path, db):
                           timeout=60, check=True)
     assert done.stdout.strip() == "['_Deferred', '_Deferred']", done.stdout + done.stderr
     assert history(db) == [1, 2]
+
+
+def test_a_nested_block_comment_before_a_statement_is_skipped_whole():
+    """PostgreSQL nests /* */ comments: the statement's position is its first word after the
+    outer comment closes, in the full analysis and in the cheap look alike."""
+    from pgsteady.migrate.analysis import analyze
+    from pgsteady.migrate.classify import plain_statements
+
+    sql = "SELECT 1;\n/* outer /* inner */ still outer */\n  CREATE TABLE t (id int);\n"
+    [_, create] = analyze(sql)
+    assert (create.line, create.col) == (3, 3)
+    assert create.sql.startswith("CREATE TABLE")
+    plain = plain_statements(sql)
+    assert plain is not None
+    assert [(p.line, p.col) for p in plain][-1] == (3, 3)

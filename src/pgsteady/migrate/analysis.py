@@ -32,6 +32,7 @@ from pgsteady.migrate.reads import select as _select
 from pgsteady.migrate.reads import tree as _tree
 from pgsteady.migrate.statement_kinds import ALTER_TABLE_WORDS as _ALTER_KINDS
 from pgsteady.migrate.statement_kinds import kind_of, object_words, words
+from pgsteady.sqltext import skip_blanks
 
 __all__ = ["OPAQUE_KINDS", "LockMode", "Reach", "SqlSyntaxError", "StatementInfo", "Target",
            "analyze", "join", "line_col"]
@@ -90,7 +91,7 @@ def analyze(sql: str) -> list[StatementInfo]:
     for item in raw:
         start = item.stmt_location or 0
         end = start + item.stmt_len if item.stmt_len else len(sql)
-        start = _skip_blanks(sql, start, end)
+        start = min(skip_blanks(sql, start), end)  # past end: the piece is all blank
         text = sql[start:end].strip().rstrip(";").rstrip()
         line, col = line_col(sql, start)
         kind, targets, transactional = _describe(item.stmt)
@@ -104,22 +105,6 @@ def line_col(text: str, offset: int) -> tuple[int, int]:
     offset = max(0, min(offset, len(text)))
     line = text.count("\n", 0, offset) + 1
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def _skip_blanks(text: str, pos: int, end: int) -> int:
-    """Move past whitespace and comments, so a statement's position is its first word."""
-    while pos < end:
-        if text[pos].isspace():
-            pos += 1
-        elif text.startswith("--", pos):
-            newline = text.find("\n", pos)
-            pos = end if newline < 0 else newline + 1
-        elif text.startswith("/*", pos):
-            close = text.find("*/", pos + 2)
-            pos = end if close < 0 else close + 2
-        else:
-            break
-    return pos
 
 
 def _merge(targets: Iterable[Target]) -> Iterator[Target]:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 from pgsteady.migrate.lint import pglast_loader
+from pgsteady.sqltext import skip_blanks
 
 # pglast's C parser alone: its AST classes and enums load only if the analysis needs them.
 _parser = pglast_loader.parser()
@@ -69,26 +70,9 @@ def plain_statements(text: str) -> list[Plain] | None:
         else:
             end = start + length if length else len(text)
             before, piece = text[:start], text[start:end]
-        lead = _blank_prefix(piece)
+        lead = skip_blanks(piece)
         before, piece = before + piece[:lead], piece[lead:]
         line = before.count("\n") + 1
         col = len(before) - (before.rfind("\n") + 1) + 1
         out.append(Plain(piece.strip().rstrip(";").rstrip(), line, col))
     return out  # [] for blanks and comments alone
-
-
-def _blank_prefix(text: str) -> int:
-    """Length of the whitespace and comments before the first word (as the analysis skips)."""
-    pos, end = 0, len(text)
-    while pos < end:
-        if text[pos].isspace():
-            pos += 1
-        elif text.startswith("--", pos):
-            newline = text.find("\n", pos)
-            pos = end if newline < 0 else newline + 1
-        elif text.startswith("/*", pos):
-            close = text.find("*/", pos + 2)
-            pos = end if close < 0 else close + 2
-        else:
-            break
-    return pos
