@@ -22,6 +22,13 @@ def test_finding_position_is_line_and_column_of_the_statement():
     assert (finding.path, finding.line, finding.col) == ("m.sql", 4, 13)
 
 
+def test_a_nested_comment_before_a_statement_is_skipped_whole():
+    """PostgreSQL nests /* */ comments: the finding points past the outer comment's end."""
+    sql = "SELECT 1;\n/* a /* b */ c */ CREATE INDEX i ON t (x);\n"
+    (finding,) = Linter().lint_text(sql).findings
+    assert (finding.line, finding.col) == (2, 19)
+
+
 def test_column_counts_characters_not_bytes():
     """After multi-byte text on the same line, the column is still in characters."""
     sql = "SELECT 'ééé'; ALTER TABLE t ADD COLUMN j json;\n"

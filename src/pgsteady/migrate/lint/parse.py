@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pgsteady.migrate.lint import pglast_loader
+from pgsteady.sqltext import skip_blanks
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -183,20 +184,10 @@ def _has_content(text: str, start: int, stop: int) -> bool:
     """True if ``text[start:stop]`` holds more than blanks, semicolons and comments."""
     if not text[start:stop].strip(" \t\r\n\f\v;"):
         return False
-    pos = start
-    while pos < stop:
-        char = text[pos]
-        if char in " \t\r\n\f\v;":
-            pos += 1
-        elif text.startswith("--", pos):
-            newline = text.find("\n", pos)
-            pos = stop if newline < 0 else newline + 1
-        elif text.startswith("/*", pos):
-            close = text.find("*/", pos + 2)
-            pos = stop if close < 0 else close + 2
-        else:
-            return True
-    return False
+    pos = skip_blanks(text, start)
+    while pos < stop and text[pos] == ";":
+        pos = skip_blanks(text, pos + 1)
+    return pos < stop
 
 
 def _raw_pieces(text: str, pieces: Sequence[slice],
@@ -436,20 +427,7 @@ def _string_literal(expression: str) -> str | None:
 
 def _first_word(text: str, char_start: int, base: int) -> int:
     """Byte offset of the first word at or after ``char_start``, past blanks and comments."""
-    pos = char_start
-    size = len(text)
-    while pos < size:
-        char = text[pos]
-        if char in " \t\r\n\f\v":
-            pos += 1
-        elif text.startswith("--", pos):
-            newline = text.find("\n", pos)
-            pos = size if newline < 0 else newline + 1
-        elif text.startswith("/*", pos):
-            close = text.find("*/", pos + 2)
-            pos = size if close < 0 else close + 2
-        else:
-            break
+    pos = skip_blanks(text, char_start)
     skipped = text[char_start:pos]
     return base + (len(skipped) if skipped.isascii() else len(skipped.encode("utf-8")))
 
