@@ -126,7 +126,9 @@ def test_docs_cite_the_outages_page_not_the_seeds():
         assert "seeds/" not in text and "seed 000" not in text and "seed 002" not in text
 
 
-@pytest.mark.parametrize("verb", [["doctor"], ["preflight", "--dir", "DIR"], ["blockers"]])
+@pytest.mark.parametrize("verb", [["doctor"], ["preflight", "--dir", "DIR"], ["blockers"],
+                                  ["watch", "--count", "1"],
+                                  ["exporter", "--listen", "127.0.0.1:0"]])
 @pytest.mark.parametrize("setting", ["sslmode=bogus", "port=abc"])
 def test_a_setting_libpq_refuses_is_a_usage_error_not_an_unreachable_server(verb, setting,
                                                                            tmp_path):

@@ -29,7 +29,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from pgsteady.errors import UsageError
+from pgsteady.errors import EXIT_USAGE, PgsteadyError
 from pgsteady.inspect import pgbouncer as bouncer
 from pgsteady.inspect import postgres
 from pgsteady.settings import default_label, scrub
@@ -304,8 +304,8 @@ class Exporter:
                 exc = future.exception()
                 errors[name] = scrub(str(exc).strip().splitlines()[0] if str(exc).strip()
                                      else type(exc).__name__)
-                if isinstance(exc, UsageError):
-                    misconfigured[name] = errors[name]
+                if isinstance(exc, PgsteadyError) and exc.exit_code == EXIT_USAGE:
+                    misconfigured[name] = errors[name]  # e.g. sslmode=bogus, the console as --dsn
             else:
                 results[name] = future.result()
             up[name] = name in results
