@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from pgsteady.errors import UsageError
+from pgsteady.lab.report import ceiling_share, summary_table
 from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, run_pool_drain, verdict
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
@@ -31,6 +32,8 @@ def test_verdicts_compare_the_last_third_with_the_first():
         ({"burst_workers": 30, "burst_start": 5.0, "burst_end": 20.0}, "outside the 15 s run"),
         ({"stall": 0.1, "stall_at": 16.0}, "--stall at 16s lies outside"),
         ({"strategies": ("naive", "pgx")}, "unknown strategy 'pgx'"),
+        ({"ceiling_each_run": True, "cold_start": True, "min_pool_size": 0},
+         "--ceiling-each-run measures pgbench before each run"),
     ],
 )
 def test_bad_knobs_are_usage_errors(kwargs, complaint):
@@ -113,6 +116,24 @@ def test_cold_start_naive_collapses_and_steady_waits_for_the_first_connections()
         assert sum(r["timeouts"] for r in later) <= 0.01 * sum(r["answered"] for r in later)
         assert run.per_second[-1]["answered"] > 0.5 * result.pgbench_tps, run.strategy
     assert result.to_json()["config"]["cold_start"] is True
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_ceiling_each_run_measures_pgbench_on_the_runs_own_cluster():
+    """With ceiling_each_run, each run carries pgbench's rate on its own cluster (the same
+    path, so near the ceiling measured first), the summary compares the run with it, and the
+    JSON keeps it beside the run."""
+    config = PoolDrainConfig(strategies=("steady",), duration=4.0, burst_workers=0,
+                             ceiling_duration=1.0, ceiling_each_run=True)
+    result = run_pool_drain(config)
+    (run,) = result.runs
+    assert run.ceiling_tps is not None
+    assert 0.7 * result.pgbench_tps <= run.ceiling_tps <= 1.3 * result.pgbench_tps
+    worst, mean = ceiling_share(run, run.ceiling_tps)
+    assert mean >= 0.8 and worst > 0
+    assert result.to_json()["runs"][0]["ceiling"]["pgbench_tps"] == round(run.ceiling_tps, 1)
+    assert "each run's own cluster" in str(summary_table(result).caption)
 
 
 def test_a_cold_pool_has_no_server_connection_but_greets_clients_at_once(pgsteady_stack,

@@ -85,6 +85,10 @@ def register(verbs: Any) -> None:
                        help="the cancel strategy's extra wait before it closes (100ms)")
     drain.add_argument("--ceiling-duration", type=_args.duration, default=5.0,
                        help="how long pgbench runs for the ceiling (5s)")
+    drain.add_argument("--ceiling-each-run", action="store_true",
+                       help="also run pgbench on each run's own cluster just before it and "
+                            "compare the run with that (the machine's speed drifts by a few "
+                            "%% over minutes); not with --cold-start")
     drain.add_argument("--overcommit", type=_args.non_negative_int, default=None,
                        help="steady's client connections beyond PgBouncer's pool size "
                             "(default 1: keeps every server connection busy)")
@@ -274,7 +278,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
         deadline=args.deadline, workers=args.workers, burst_workers=burst.workers,
         burst_start=burst.start, burst_end=burst.end, duration=args.duration,
         runs=args.runs, stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
-        ceiling_duration=args.ceiling_duration)
+        ceiling_duration=args.ceiling_duration, ceiling_each_run=args.ceiling_each_run)
     _check_outputs(args, "pool-drain.json")
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)

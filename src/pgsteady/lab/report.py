@@ -55,10 +55,13 @@ def summary_table(result: PoolDrainResult) -> Table:
         f"recovered in {sum(r.recovered for r in runs)}/{len(runs)}"
         for strategy in dict.fromkeys(r.strategy for r in result.runs)
         for runs in [[r for r in result.runs if r.strategy == strategy]])
+    if any(run.ceiling_tps for run in result.runs):
+        table.caption += ("; worst s % ceiling: against pgbench on each run's own cluster, "
+                          "just before it")
     table.caption_justify = "left"
     for run in result.runs:
         first, mid, last = _thirds(run, "answered")
-        worst, _mean = ceiling_share(run, result.pgbench_tps)
+        worst, _mean = ceiling_share(run, run.ceiling_tps or result.pgbench_tps)
         t = run.totals
         table.add_row(run.strategy, str(run.run), verdict_text(run), f"{first:.0f}",
                       f"{mid:.0f}", f"{last:.0f}", f"{worst:.0%}", str(t["timeouts"]),

@@ -72,6 +72,9 @@ class PoolDrainConfig:
     ceiling_duration: float = 5.0
     overcommit: int = DEFAULT_OVERCOMMIT
     cold_start: bool = False   # PgBouncer starts with no server connection, nothing warms it
+    # Also measure pgbench on each run's own cluster just before it: the machine's speed drifts
+    # by a few % over minutes, and a run is then compared with the path it ran on.
+    ceiling_each_run: bool = False
 
     def __post_init__(self) -> None:
         problems = []
@@ -98,6 +101,9 @@ class PoolDrainConfig:
                             f"{self.duration:g} s run")
         if self.overcommit < 0:
             problems.append(f"--overcommit must be 0 or more, got {self.overcommit}")
+        if self.ceiling_each_run and self.cold_start:
+            problems.append("--ceiling-each-run measures pgbench before each run, which would "
+                            "warm PgBouncer's pool: drop it with --cold-start")
         if self.cold_start and self.min_pool_size:
             problems.append("--cold-start starts PgBouncer with no server connection; "
                             "drop --min-pool-size")
@@ -129,11 +135,16 @@ class RunResult:
     dropped_cancels: int = 0
     errors: int = 0
     driver_cpu_seconds: float = 0.0
+    # With ``ceiling_each_run``: pgbench's rate on this run's own cluster, just before it.
+    ceiling_tps: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "run": self.run, "collapsed": self.collapsed,
-                "recovered": self.recovered, "per_second": self.per_second,
-                "totals": self.totals}
+        doc = {"strategy": self.strategy, "run": self.run, "collapsed": self.collapsed,
+               "recovered": self.recovered, "per_second": self.per_second,
+               "totals": self.totals}
+        if self.ceiling_tps is not None:
+            doc["ceiling"] = {"pgbench_tps": round(self.ceiling_tps, 1)}
+        return doc
 
 
 @dataclass
@@ -230,19 +241,25 @@ _TPS = re.compile(r"tps = ([0-9.]+) \(without initial connection time\)")
 def _ceiling(server: Postgres, config: PoolDrainConfig,
              clients: int | None = None) -> tuple[float, list[float]]:
     """pgbench's throughput over the same PgBouncer + proxy path with the same query
-    (``config.workers`` clients); with ``clients``, that many, and each query's latency from
-    pgbench's per-transaction log (seconds, at most 100,000)."""
+    (``config.workers`` clients), on a cluster of its own; see :func:`_pgbench`."""
+    with _cluster(server, config) as cluster:
+        _warm(cluster, config)
+        return _pgbench(server, cluster, config, clients)
+
+
+def _pgbench(server: Postgres, cluster: Cluster, config: PoolDrainConfig,
+             clients: int | None = None) -> tuple[float, list[float]]:
+    """pgbench's throughput through ``cluster``'s PgBouncer for ``config.ceiling_duration``;
+    with ``clients``, that many, and each query's latency from pgbench's per-transaction log
+    (seconds, at most 100,000)."""
     pgbench = server.binaries.pg_bindir / "pgbench"
     if not pgbench.exists():
         raise LabError(f"pgbench not found in {server.binaries.pg_bindir}; install the "
                        f"postgresql package (it ships pgbench)")
-    with _cluster(server, config) as cluster, tempfile.TemporaryDirectory(
-            prefix="pgsteady-pgbench-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="pgsteady-pgbench-") as scratch:
         script = os.path.join(scratch, "query.sql")
         with open(script, "w") as f:
             f.write(config.query + ";\n")
-        _warm(cluster, config)
-        assert cluster.pgbouncer is not None
         log_args = ["-l", "--log-prefix", os.path.join(scratch, "tx")] if clients else []
         out = subprocess.run(
             [str(pgbench), "-n", "-f", script, "-c", str(clients or config.workers),
@@ -313,6 +330,7 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
     with _cluster(server, config) as cluster:
         assert cluster.pgbouncer is not None and cluster.proxy is not None
         _warm(cluster, config, cold=config.cold_start)
+        ceiling = _pgbench(server, cluster, config)[0] if config.ceiling_each_run else None
         reader = cluster.pgbouncer.log_reader()
         target = Target("127.0.0.1", cluster.pgbouncer.port, DBNAME, "postgres", config.query,
                         config.deadline, config.pool_size, config.cancel_delay,
@@ -341,8 +359,10 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         for at, kind in cluster.proxy.events():
             if kind == "startup" and 0 <= at - t0 < config.duration:
                 opened[int(at - t0)] += 1
-    return _summarise(config, strategy, index, series=series, sampler=sampler,
-                      log_per_second=log_counts.per_second, opened=opened, cpu=cpu)
+    result = _summarise(config, strategy, index, series=series, sampler=sampler,
+                        log_per_second=log_counts.per_second, opened=opened, cpu=cpu)
+    result.ceiling_tps = ceiling
+    return result
 
 
 async def _drive(strategy: str, target: Target, t0: float, *, config: PoolDrainConfig,
