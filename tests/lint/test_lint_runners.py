@@ -184,3 +184,34 @@ def test_help_lists_every_profile():
     from pgsteady.migrate.lint.runners import NAMES
 
     assert PROFILES.split(", ") == list(NAMES)
+
+
+def test_down_scripts_beside_up_scripts_are_skipped_in_a_folder(tmp_path, capsys):
+    """diesel/Hasura (<dir>/up.sql + down.sql) and V1.x.up.sql + V1.x.down.sql folders: only the
+    up scripts are linted and replayed (a down replayed first would have dropped the column
+    the up adds), the summary says how many were skipped; a down script with no up beside it,
+    or named on the command line, is linted."""
+    write(tmp_path, {
+        "2020-01-01-000000_users/up.sql": "CREATE TABLE users (id bigint PRIMARY KEY);\n",
+        "2020-01-01-000000_users/down.sql": "DROP TABLE users;\n",
+        "2020-02-01-000000_email/up.sql": "ALTER TABLE users ADD COLUMN email text;\n",
+        "2020-02-01-000000_email/down.sql": "ALTER TABLE users DROP COLUMN email;\n",
+        "V0003.Pin.up.sql": "ALTER TABLE users ADD COLUMN pin integer;\n",
+        "V0003.Pin.down.sql": "ALTER TABLE users DROP COLUMN pin;\n",
+        "V0004.Lonely.down.sql": "ALTER TABLE users DROP COLUMN pin;\n",
+    })
+    code, found, _ = run(capsys, "--runner", "pgsteady", str(tmp_path))
+    assert (code, found) == (1, [("V0004.Lonely.down.sql", "ban-drop-column")])
+    assert main(["lint", "--no-cache", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "in 4 files" in err and "skipped 3 down scripts beside their up scripts" in err
+    down = str(tmp_path / "V0003.Pin.down.sql")
+    _, found, _ = run(capsys, down)
+    assert found == [("V0003.Pin.down.sql", "ban-drop-column")]
+
+
+def test_summary_counts_one_statement_in_the_singular(tmp_path, capsys):
+    """One file holding one statement: "1 file, 1 statement"."""
+    (tmp_path / "a.sql").write_text("SELECT 1;\n")
+    assert main(["lint", "--no-cache", str(tmp_path / "a.sql")]) == 0
+    assert "in 1 file, 1 statement;" in capsys.readouterr().err

@@ -233,7 +233,8 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
 
     choice = _runner(args, config, paths)
-    files = runners.files_for(paths, choice.runner)
+    downs: list[Path] = []
+    files = runners.files_for(paths, choice.runner, downs)
     units, broken = runners.load(files, choice.runner)
     history: list[Unit] = []
     if args.history:
@@ -251,7 +252,11 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
 
         report = sizes.annotate(report, args.dsn, config.large_table)
         report.runner = choice.runner
-    return report, choice.runner, choice.reason
+    reason = choice.reason
+    if downs:
+        reason += (f"; skipped {len(downs)} down script{'s' if len(downs) != 1 else ''} "
+                   f"beside their up scripts: name one to lint it")
+    return report, choice.runner, reason
 
 
 def _show(report: LintReport, args: argparse.Namespace, runner: str, reason: str,

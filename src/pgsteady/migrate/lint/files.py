@@ -51,8 +51,13 @@ def read_sql(path: Path, display: str | None = None) -> str | SyntaxProblem:
         return SyntaxProblem(name, line, col, "not valid UTF-8")
 
 
-def collect_files(paths: Iterable[str]) -> list[Path]:
-    """Files as given, and ``*.sql`` under folders (sorted); a missing path is a usage error."""
+def collect_files(paths: Iterable[str], skipped: list[Path] | None = None) -> list[Path]:
+    """Files as given, and ``*.sql`` under folders (sorted); a missing path is a usage error.
+
+    In a folder, a down script beside its up script (diesel's and Hasura's ``down.sql`` next
+    to ``up.sql``, ``x.down.sql`` next to ``x.up.sql``) is left out, and added to ``skipped``:
+    it only runs on a rollback, and replayed in order it would undo the schema the rules
+    ask about. Given by name, it is linted like any file."""
     out: list[Path] = []
     for name in paths:
         path = Path(name)
@@ -60,9 +65,29 @@ def collect_files(paths: Iterable[str]) -> list[Path]:
             found = sorted(p for p in path.rglob("*.sql") if p.is_file())
             if not found:
                 raise UsageError(f"no .sql files under {name}")
-            out += found
+            for file in found:
+                if _up_of(file) is not None:
+                    if skipped is not None:
+                        skipped.append(file)
+                else:
+                    out.append(file)
         elif path.is_file():
             out.append(path)
         else:
             raise UsageError(f"{name}: no such file or folder")
     return out
+
+
+_DOWN = re.compile(r"^(?P<stem>.+)\.down(?P<rest>(?:\.[^.]+)*)\.sql$")
+
+
+def _up_of(path: Path) -> Path | None:
+    """The up script that ``path`` is the down half of, if it is one and the up one exists."""
+    if path.name == "down.sql":
+        up = path.with_name("up.sql")
+    else:
+        match = _DOWN.match(path.name)
+        if match is None:
+            return None
+        up = path.with_name(f"{match['stem']}.up{match['rest']}.sql")
+    return up if up.is_file() else None

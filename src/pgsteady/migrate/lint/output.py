@@ -47,10 +47,11 @@ def summary(report: LintReport) -> str:
     findings = report.findings
     errors = sum(f.severity == "error" for f in findings)
     warnings = len(findings) - errors
-    files = len(report.files)
+    files, statements = len(report.files), report.statements
     text = (f"{len(findings)} finding{'s' * (len(findings) != 1)} "
             f"({errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}) "
-            f"in {files} file{'s' * (files != 1)}, {report.statements} statements")
+            f"in {files} file{'s' * (files != 1)}, {statements} "
+            f"statement{'s' * (statements != 1)}")
     if report.syntax_errors:
         text += f"; {len(report.syntax_errors)} file(s) did not parse"
     return text

@@ -143,14 +143,16 @@ def folder_files(folder: Path, runner: str) -> list[Path] | None:
     return None
 
 
-def files_for(paths: Iterable[str], runner: str) -> list[Path]:
-    """Files as given; folders expanded to the files ``runner`` applies, in its order."""
+def files_for(paths: Iterable[str], runner: str,
+              skipped: list[Path] | None = None) -> list[Path]:
+    """Files as given; folders expanded to the files ``runner`` applies, in its order (down
+    scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`)."""
     out: list[Path] = []
     for name in paths:
         path = Path(name)
         found = folder_files(path, runner) if path.is_dir() else None
         if found is None:
-            out += collect_files([name])
+            out += collect_files([name], skipped)
         elif not found:
             raise UsageError(f"no {runner} migrations under {name}")
         else:
