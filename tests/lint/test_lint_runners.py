@@ -215,3 +215,20 @@ def test_summary_counts_one_statement_in_the_singular(tmp_path, capsys):
     (tmp_path / "a.sql").write_text("SELECT 1;\n")
     assert main(["lint", "--no-cache", str(tmp_path / "a.sql")]) == 0
     assert "in 1 file, 1 statement;" in capsys.readouterr().err
+
+
+def test_a_folder_walk_puts_version_folders_in_version_order(tmp_path, capsys):
+    """v1.2/ runs before v1.10/ (Temporal's schema folders), so the replayed schema knows the
+    column's old type when v1.10 changes it; sorted as text, v1.10 would come first and the
+    finding could only guess ("no rewrite only if it already is ...")."""
+    write(tmp_path, {
+        "v1.2/a.sql": "CREATE TABLE t (id bigint PRIMARY KEY, pin integer);\n",
+        "v1.10/b.sql": "ALTER TABLE t ALTER COLUMN pin TYPE bigint;\n",
+    })
+    code = main(["lint", "--no-cache", "--format", "json", "--runner", "pgsteady",
+                 str(tmp_path)])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 1
+    (finding,) = document["findings"]
+    assert finding["rule"] == "changing-column-type"
+    assert "from int4 to int8" in finding["message"]

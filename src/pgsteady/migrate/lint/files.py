@@ -52,7 +52,8 @@ def read_sql(path: Path, display: str | None = None) -> str | SyntaxProblem:
 
 
 def collect_files(paths: Iterable[str], skipped: list[Path] | None = None) -> list[Path]:
-    """Files as given, and ``*.sql`` under folders (sorted); a missing path is a usage error.
+    """Files as given, and ``*.sql`` under folders (in :func:`natural_key` order); a missing
+    path is a usage error.
 
     In a folder, a down script beside its up script (diesel's and Hasura's ``down.sql`` next
     to ``up.sql``, ``x.down.sql`` next to ``x.up.sql``) is left out, and added to ``skipped``:
@@ -62,7 +63,7 @@ def collect_files(paths: Iterable[str], skipped: list[Path] | None = None) -> li
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*.sql") if p.is_file())
+            found = sorted((p for p in path.rglob("*.sql") if p.is_file()), key=natural_key)
             if not found:
                 raise UsageError(f"no .sql files under {name}")
             for file in found:
@@ -76,6 +77,16 @@ def collect_files(paths: Iterable[str], skipped: list[Path] | None = None) -> li
         else:
             raise UsageError(f"{name}: no such file or folder")
     return out
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(path: Path) -> tuple[tuple[tuple[str | int, ...], ...], str]:
+    """Sort ``v1.9/`` before ``v1.10/`` and ``2_b.sql`` before ``10_a.sql``, as version
+    folders are meant (``ls -v``); zero-padded and timestamped names sort as before."""
+    return (tuple(tuple(int(c) if i % 2 else c for i, c in enumerate(_DIGITS.split(part)))
+                  for part in path.parts), str(path))
 
 
 _DOWN = re.compile(r"^(?P<stem>.+)\.down(?P<rest>(?:\.[^.]+)*)\.sql$")
