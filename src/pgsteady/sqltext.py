@@ -175,11 +175,16 @@ def _advance(text: str, offset: int, line: int, line_start: int, counted: int) \
     return line, offset - line_start + 1, line, line_start, offset
 
 
+#: What PostgreSQL's scanner takes for white space; str.isspace() also says yes to \x1c-\x1f,
+#: \x85, a no-break space and more, which the server rejects.
+BLANKS = frozenset(" \t\n\r\f\v")
+
+
 def skip_blanks(text: str, pos: int = 0) -> int:
     """The offset of the first character at or after ``pos`` that is not blank or comment."""
     n = len(text)
     while pos < n:
-        if text[pos].isspace():
+        if text[pos] in BLANKS:
             pos += 1
         elif text.startswith("--", pos):
             newline = text.find("\n", pos)

@@ -152,3 +152,16 @@ def test_grammar_depth_limit_is_unparsed_not_a_syntax_error():
     case = "CASE WHEN a THEN " * 5000 + "1" + " END" * 5000
     assert found(f"SELECT {case};\nVACUUM FULL t;\n") == [
         (1, "unparsed-statement", "warning"), (2, "ban-vacuum-full", "error")]
+
+
+def test_characters_python_calls_blank_but_postgresql_does_not_are_syntax_errors():
+    """A lone \\x1c, or a no-break space after the last ';', is not blank to PostgreSQL: the
+    file does not parse (it used to pass with 0 statements), and the error says why."""
+    for text, line, col in (("\x1c", 1, 1), ("SELECT 1;\xa0\n", 1, 10),
+                            ("CREATE TABLE a (id bigint);\nSELECT\xa01;\n", 2, 1)):
+        error = Linter().lint_text(text, "m.sql").syntax_error
+        assert error is not None, repr(text)
+        assert (error.line, error.col) == (line, col), repr(text)
+        assert "looks blank but PostgreSQL takes only spaces, tabs and newlines" in \
+            error.message, error.message
+    assert Linter().lint_text("SELECT 1;\t\f\v\r\n", "m.sql").syntax_error is None

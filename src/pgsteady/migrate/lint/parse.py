@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pgsteady.migrate.lint import pglast_loader
-from pgsteady.sqltext import skip_blanks
+from pgsteady.sqltext import BLANKS, skip_blanks
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -319,7 +319,8 @@ def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # no
                          unparsed="nested deeper than the parser allows")
     cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
     offset = char_start + cursor if cursor is not None else char_start + len(sql.rstrip())
-    raise ParseFailure(offset, message + missing_semicolon_hint(text, offset)) from None
+    raise ParseFailure(offset, message + missing_semicolon_hint(text, offset)
+                       + odd_blank_hint(text, offset)) from None
 
 
 def deep_call(function: Callable[..., Any], *args: Any) -> Any:
@@ -430,6 +431,20 @@ def _first_word(text: str, char_start: int, base: int) -> int:
     pos = skip_blanks(text, char_start)
     skipped = text[char_start:pos]
     return base + (len(skipped) if skipped.isascii() else len(skipped.encode("utf-8")))
+
+
+def odd_blank_hint(text: str, offset: int) -> str:
+    """A hint when the error sits on a character that looks blank but is not blank to
+    PostgreSQL (a no-break space pasted from a web page, \\x1c, ...); else ``""``."""
+    for char in text[offset:offset + 64]:  # the token the error names, odd blanks included
+        if char in BLANKS:
+            return ""
+        if char.isspace():
+            break
+    else:
+        return ""
+    return (f" (U+{ord(char):04X} looks blank but PostgreSQL takes only spaces, tabs and "
+            f"newlines as blanks: replace it with a space)")
 
 
 def missing_semicolon_hint(text: str, offset: int) -> str:

@@ -4,6 +4,10 @@ Ids are never reused, so a busy table exhausts a 32-bit key sooner than its row 
 suggests, and widening it later rewrites the table and every referencing table under
 ACCESS EXCLUSIVE. Start with ``bigint`` (preferably ``GENERATED ALWAYS AS IDENTITY``): the
 extra 4 bytes per row are cheap insurance.
+
+In a primary key of several columns, a 32-bit member only runs out if it generates values
+(``serial``, an identity, a ``nextval`` default): ``(shard_id int, task_id bigint)`` names
+a shard, not a row, so it is left alone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MIN_PG_VERSION = None
 STATEMENTS = ("CreateStmt", "AlterTableStmt.AT_AddColumn")
 SMALL = frozenset({"int2", "int4", "int", "integer", "smallint", "serial", "serial2",
                    "serial4", "smallserial"})
+SERIAL = frozenset({"serial", "serial2", "serial4", "smallserial"})
 
 
 def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
@@ -39,7 +44,23 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         constraint = element.get("Constraint", {})
         if constraint.get("contype") == "CONSTR_PRIMARY":
             keyed += [k.lower() for k in strings(constraint.get("keys"))]
-    for name in dict.fromkeys(keyed):
+    keyed = list(dict.fromkeys(keyed))
+    for name in keyed:
         key = columns.get(name)
-        if key is not None and type_name(key.get("typeName")) in SMALL:
+        if key is None or type_name(key.get("typeName")) not in SMALL:
+            continue
+        if len(keyed) == 1 or _generates(key):
             yield Hit(f"{name} {type_name(key.get('typeName'))}", key.get("location"))
+
+
+def _generates(column: Node) -> bool:
+    """Whether the column fills itself: serial, an identity, or a nextval() default."""
+    if type_name(column.get("typeName")) in SERIAL:
+        return True
+    for constraint in constraints(column):
+        if constraint.get("contype") == "CONSTR_IDENTITY":
+            return True
+        if constraint.get("contype") == "CONSTR_DEFAULT" and "nextval" in repr(
+                constraint.get("raw_expr")).lower():
+            return True
+    return False
