@@ -16,6 +16,7 @@ It imports neither psycopg nor pglast: the linter imports it and must start fast
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -194,6 +195,43 @@ def skip_blanks(text: str, pos: int = 0) -> int:
         else:
             break
     return pos
+
+
+_TEMPLATE = re.compile(r"\{\{[^{}\n]*\}\}|\$\{[^{}\n]*\}")
+_TEMPLATE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def fill_placeholders(text: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` with each template placeholder outside string literals (``{{ .Schema }}`` of
+    Go templates, Jinja and Mustache; ``${schema}`` of Flyway and Liquibase) replaced by a
+    name of the same length (``schema___...``), and the names used, one per placeholder.
+
+    Such folders are SQL only after their tool fills the placeholders in, usually with a
+    schema or table name; read as a name, the statement parses and every rule still applies,
+    and positions are unchanged. The padding keeps the name clear of keywords."""
+    if "{{" not in text and "${" not in text:
+        return text, ()
+    spans = list(literals(text))
+    starts = [start for start, _ in spans]
+    out: list[str] = []
+    names: list[str] = []
+    last = 0
+    for match in _TEMPLATE.finditer(text):
+        at = bisect_right(starts, match.start()) - 1
+        if at >= 0 and match.start() < spans[at][1]:
+            continue  # inside a literal: '{{1,2}}' is an array, '${x}' plain text
+        words = _TEMPLATE_WORD.findall(match.group()[2:-1])
+        width = match.end() - match.start()
+        name = (words[-1].lower() if words else "placeholder")[:width - 3]
+        names.append(name.ljust(width, "_"))
+        out += (text[last:match.start()], names[-1])
+        last = match.end()
+    return "".join(out) + text[last:], tuple(names)
+
+
+def placeholder_shown(name: str) -> str:
+    """How a filled-in placeholder name reads in a message: ``{{schema}}``."""
+    return "{{" + name.rstrip("_") + "}}"
 
 
 def literals(text: str) -> Iterator[tuple[int, int]]:

@@ -232,3 +232,25 @@ def test_a_folder_walk_puts_version_folders_in_version_order(tmp_path, capsys):
     (finding,) = document["findings"]
     assert finding["rule"] == "changing-column-type"
     assert "from int4 to int8" in finding["message"]
+
+
+def test_template_placeholders_are_read_as_names(tmp_path, capsys):
+    """A golang-migrate folder written as Go templates ({{ index .Options "Namespace" }}, as
+    pop/fizz projects do) and a Flyway one with ${schema}: every statement parses, the rules
+    apply, findings show the placeholder, and the summary counts what was filled in."""
+    write(tmp_path / "go", {
+        "1_users.up.sql": 'CREATE TABLE {{ index .Options "Namespace" }}.users (id bigint);\n',
+        "2_index.up.sql": 'CREATE INDEX users_id ON {{ index .Options "Namespace" }}.users'
+                          " (id);\n",
+    })
+    write(tmp_path / "fly", {"V1__a.sql": "ALTER TABLE ${schema}.orders DROP COLUMN note;\n"})
+    code = main(["lint", "--no-cache", "--format", "json", str(tmp_path / "go")])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert [(f["rule"], f["table"]) for f in document["findings"]
+            if not f["rule"].endswith("-timeout")] == [
+        ("require-concurrent-index-creation", "{{namespace}}.users")]
+    assert main(["lint", "--no-cache", str(tmp_path / "fly")]) == 1
+    captured = capsys.readouterr()
+    assert "ban-drop-column" in captured.out and "({{schema}}.orders.note)" in captured.out
+    assert "read 1 template placeholder ({{ }}, ${}) as names" in captured.err

@@ -118,3 +118,19 @@ def test_split_positions():
     """Each chunk knows its line and column in the file."""
     chunks = list(sqltext.split("select 1;\n\n  select 2; select\n3"))
     assert [(c.line, c.col) for c in chunks] == [(1, 1), (1, 10), (3, 12)]
+
+
+def test_template_placeholders_become_names_of_the_same_length():
+    """{{ ... }} and ${...} outside literals become padded names (never a keyword); literals,
+    dollar-quoted bodies and positions are left as they were."""
+    text = ("CREATE INDEX i ON {{ index .Options \"Namespace\" }}.users (id);\n"
+            "SELECT '{{1,2}}'::int[], '${x}', $$ {{ a }} $$ FROM ${schema}.t, {{.User}}.u;\n")
+    filled, names = sqltext.fill_placeholders(text)
+    assert len(filled) == len(text)
+    assert [filled.index(n) for n in names] == [text.index("{{ index"), text.index("${schema"),
+                                                 text.index("{{.User")]
+    assert names[0].startswith("namespace___") and names[2].startswith("user___")
+    assert "'{{1,2}}'" in filled and "'${x}'" in filled and "$$ {{ a }} $$" in filled
+    assert [sqltext.placeholder_shown(n) for n in names] == \
+        ["{{namespace}}", "{{schema}}", "{{user}}"]
+    assert sqltext.fill_placeholders("SELECT 1;") == ("SELECT 1;", ())

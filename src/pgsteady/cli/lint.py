@@ -253,6 +253,10 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
         report = sizes.annotate(report, args.dsn, config.large_table)
         report.runner = choice.runner
     reason = choice.reason
+    placeholders = sum(len(u.placeholders) for u in units)
+    if placeholders:
+        reason += (f"; read {placeholders} template placeholder"
+                   f"{'s' if placeholders != 1 else ''} ({{{{ }}}}, ${{}}) as names")
     if downs:
         reason += (f"; skipped {len(downs)} down script{'s' if len(downs) != 1 else ''} "
                    f"beside their up scripts: name one to lint it")

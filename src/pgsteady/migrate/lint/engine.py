@@ -18,7 +18,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from pgsteady.migrate.lint.rules import all_rules
 from pgsteady.migrate.lint.schema import REPLAYED, Schema
 from pgsteady.migrate.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
 from pgsteady.migrate.lint.track import TRACKED, track
+from pgsteady.sqltext import fill_placeholders, placeholder_shown
 
 __all__ = ["FileReport", "Finding", "LintReport", "Linter", "SyntaxProblem", "Unit",
            "collect_files", "lint_paths", "read_sql"]
@@ -225,9 +226,11 @@ class Linter:
             schema.file_serial += 1
             if not schema.one_change:
                 schema.change_start = schema.file_serial
-            reports.append(self.lint_text(unit.text, unit.display, schema=schema,
-                                          in_transaction=unit.in_transaction,
-                                          runner_timeouts=unit.runner_timeouts))
+            report = self.lint_text(unit.text, unit.display, schema=schema,
+                                    in_transaction=unit.in_transaction,
+                                    runner_timeouts=unit.runner_timeouts)
+            reports.append(_placeholders_shown(report, unit.placeholders)
+                           if unit.placeholders else report)
         return LintReport(reports)
 
     def replay_text(self, text: str, schema: Schema) -> None:
@@ -370,6 +373,21 @@ class Linter:
                        statement_line=stmt_line, statement_col=stmt_col)
 
 
+def _placeholders_shown(report: FileReport, names: tuple[str, ...]) -> FileReport:
+    """Findings that name a filled-in placeholder show it as ``{{name}}``, not the padding."""
+    shown = {name: placeholder_shown(name) for name in names}
+
+    def show(text: str) -> str:
+        for name, label in shown.items():
+            text = text.replace(name, label)
+        return text
+
+    report.findings = [replace(f, message=show(f.message),
+                               table=show(f.table) if f.table else f.table)
+                       for f in report.findings]
+    return report
+
+
 def lint_paths(paths: Iterable[str], config: LintConfig | None = None) -> LintReport:
     """Lint files and folders with one configuration, in order, against one schema."""
     linter = Linter(config)
@@ -381,7 +399,8 @@ def lint_paths(paths: Iterable[str], config: LintConfig | None = None) -> LintRe
             broken[len(units)] = FileReport(str(path), syntax_error=text)
             units.append(Unit(str(path), ""))
         else:
-            units.append(Unit(str(path), text))
+            filled, names = fill_placeholders(text)
+            units.append(Unit(str(path), filled, placeholders=names))
     report = linter.lint_units(units)
     for index, file in broken.items():
         report.files[index] = file

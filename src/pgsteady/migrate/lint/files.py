@@ -22,13 +22,16 @@ class Unit:
     ``in_transaction`` None means "in one transaction unless its only statement cannot run in
     one" (Prisma, golang-migrate: the file goes as one multi-statement query); a file's own
     ``-- pgsteady: no-transaction`` header is honoured when it is True. ``text`` is the Up
-    part, padded with blank lines so line numbers are the file's.
+    part, padded with blank lines so line numbers are the file's, with its template
+    placeholders filled in (:func:`pgsteady.sqltext.fill_placeholders`).
     """
 
     display: str
     text: str
     in_transaction: bool | None = True
     runner_timeouts: bool = True
+    # Template placeholders read as names, one per placeholder (sqltext.fill_placeholders).
+    placeholders: tuple[str, ...] = ()
 
 
 def _line_col(data: bytes, offset: int) -> tuple[int, int]:

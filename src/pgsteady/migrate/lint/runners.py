@@ -38,6 +38,7 @@ from pgsteady._errors_root import UsageError
 from pgsteady.migrate import layouts
 from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
 from pgsteady.migrate.lint.report import FileReport, SyntaxProblem
+from pgsteady.sqltext import fill_placeholders
 
 #: Profiles lint knows; the first six are :data:`pgsteady.migrate.layouts.NAMES`.
 NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
@@ -116,9 +117,11 @@ def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit
             raise UsageError(str(exc)) from None
         if _NONTX.search(path.name):
             in_transaction = False
-        padded = "\n" * (up.first_line - 1) + up.text
-        return Unit(name, padded, in_transaction, timeouts)
-    return Unit(name, text, False, timeouts)
+        filled, names = fill_placeholders(up.text)
+        padded = "\n" * (up.first_line - 1) + filled
+        return Unit(name, padded, in_transaction, timeouts, names)
+    filled, names = fill_placeholders(text)
+    return Unit(name, filled, False, timeouts, names)
 
 
 def folder_files(folder: Path, runner: str) -> list[Path] | None:
