@@ -202,7 +202,7 @@ _TEMPLATE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def fill_placeholders(text: str) -> tuple[str, tuple[str, ...]]:
-    """``text`` with each template placeholder outside string literals (``{{ .Schema }}`` of
+    """``text`` with each template placeholder outside quoted literals (``{{ .Schema }}`` of
     Go templates, Jinja and Mustache; ``${schema}`` of Flyway and Liquibase) replaced by a
     name of the same length (``schema___...``), and the names used, one per placeholder.
 
@@ -211,7 +211,8 @@ def fill_placeholders(text: str) -> tuple[str, tuple[str, ...]]:
     and positions are unchanged. The padding keeps the name clear of keywords."""
     if "{{" not in text and "${" not in text:
         return text, ()
-    spans = list(literals(text))
+    # Quoted literals are values; dollar-quoted bodies are code (a DO block's PL/pgSQL).
+    spans = [(start, end) for start, end in literals(text) if text[start] != "$"]
     starts = [start for start, _ in spans]
     out: list[str] = []
     names: list[str] = []

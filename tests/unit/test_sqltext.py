@@ -121,16 +121,16 @@ def test_split_positions():
 
 
 def test_template_placeholders_become_names_of_the_same_length():
-    """{{ ... }} and ${...} outside literals become padded names (never a keyword); literals,
-    dollar-quoted bodies and positions are left as they were."""
+    """{{ ... }} and ${...} outside quoted literals (dollar-quoted bodies are code: a DO
+    block's) become padded names (never a keyword); literals and positions stay."""
     text = ("CREATE INDEX i ON {{ index .Options \"Namespace\" }}.users (id);\n"
             "SELECT '{{1,2}}'::int[], '${x}', $$ {{ a }} $$ FROM ${schema}.t, {{.User}}.u;\n")
     filled, names = sqltext.fill_placeholders(text)
     assert len(filled) == len(text)
-    assert [filled.index(n) for n in names] == [text.index("{{ index"), text.index("${schema"),
-                                                 text.index("{{.User")]
-    assert names[0].startswith("namespace___") and names[2].startswith("user___")
-    assert "'{{1,2}}'" in filled and "'${x}'" in filled and "$$ {{ a }} $$" in filled
+    assert [filled.index(n) for n in names] == [
+        text.index("{{ index"), text.index("{{ a"), text.index("${schema"), text.index("{{.User")]
+    assert names[0].startswith("namespace___") and names[3].startswith("user___")
+    assert "'{{1,2}}'" in filled and "'${x}'" in filled and "$$ a______ $$" in filled
     assert [sqltext.placeholder_shown(n) for n in names] == \
-        ["{{namespace}}", "{{schema}}", "{{user}}"]
+        ["{{namespace}}", "{{a}}", "{{schema}}", "{{user}}"]
     assert sqltext.fill_placeholders("SELECT 1;") == ("SELECT 1;", ())
