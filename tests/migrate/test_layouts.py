@@ -162,3 +162,29 @@ def test_statements_match_a_whole_file_parse(tmp_path):
     whole = analysis.analyze(text)
     assert [(s.sql, s.line, s.col, s.kind, s.targets) for s in ours] == \
         [(s.sql, s.line, s.col, s.kind, s.targets) for s in whole]
+
+
+def test_one_listing_serves_detect_and_scan_with_the_same_text(tmp_path, monkeypatch):
+    """detect and scan share one listing: each small file is opened once, and the text scan
+    gets from detect's read is what reading the file gives (BOM dropped, CRLF and CR as LF);
+    a file larger than detect's look is read again whole; a dangling link is still named."""
+    (tmp_path / "1_a.sql").write_bytes(b"\xef\xbb\xbfCREATE TABLE a (id int);\r\n-- x\r")
+    big = "SELECT 1;\n" * (layouts._DETECT_BYTES // 10 + 10)
+    (tmp_path / "2_big.sql").write_text(big)
+    (tmp_path / "3_gone.sql").symlink_to(tmp_path / "nowhere.sql")
+    opened: list[str] = []
+    real_open = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        opened.append(self.name)
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    listing = layouts.Listing.of(tmp_path)
+    assert layouts.detect(tmp_path, listing) == "pgsteady"
+    found = layouts.scan(tmp_path, "pgsteady", listing)
+    assert opened.count("1_a.sql") == 1 and opened.count("2_big.sql") == 2
+    monkeypatch.undo()
+    assert [f.text for f in found.files] == [layouts.read(tmp_path / "1_a.sql"), big]
+    assert found.files[0].text == "CREATE TABLE a (id int);\n-- x\n"
+    assert [(s.path.name, "nothing" in s.reason) for s in found.skipped] == [("3_gone.sql", True)]

@@ -27,9 +27,9 @@ This module imports neither psycopg nor pglast (lint imports it and must start f
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,10 +118,14 @@ def _check_version(path: Path, digits: str) -> int:
     return version
 
 
-def read(path: Path) -> str:
-    """A migration file as text; LayoutError naming the file if it is not UTF-8."""
+def read(path: Path, heads: dict[Path, bytes] | None = None) -> str:
+    """A migration file as text; LayoutError naming the file if it is not UTF-8. ``heads``:
+    files already read whole (:func:`detect`), used once and dropped."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        data = heads.pop(path, None) if heads else None
+        if data is None:
+            return path.read_text(encoding="utf-8-sig")
+        return data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise LayoutError(f"{path}:1: cannot read it as UTF-8 text ({exc}); fix the file") \
             from None
@@ -220,39 +224,83 @@ def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:
 # --- folders ---------------------------------------------------------------------------------
 
 
-def _entries(folder: Path) -> Iterator[Path]:
-    if not folder.is_dir():
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One folder entry, its kind read once (``os.scandir`` knows it without a stat)."""
+
+    path: Path
+    name: str
+    is_dir: bool
+    is_file: bool
+    dangling: bool  # a symbolic link to nothing
+
+
+def _entries(folder: Path) -> list[_Entry]:
+    """The folder's entries sorted by name."""
+    try:
+        with os.scandir(folder) as listing:
+            found = [_entry(folder, item) for item in listing]
+    except (FileNotFoundError, NotADirectoryError):
         what = "a file, not a folder" if folder.exists() else "no such directory"
-        raise LayoutError(f"{folder}: {what}; pass the folder of migration files with --dir")
-    yield from sorted(folder.iterdir())
+        raise LayoutError(f"{folder}: {what}; pass the folder of migration files with --dir") \
+            from None
+    found.sort(key=lambda e: e.name)
+    return found
 
 
-def _common_skip(path: Path) -> Skipped | None:
+@dataclass
+class Listing:
+    """One look at a folder, shared by :func:`detect` and :func:`scan`: its entries, and the
+    files detect read whole (used once by scan, then dropped)."""
+
+    folder: Path
+    entries: list[_Entry] = field(default_factory=list)
+    heads: dict[Path, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, folder: str | Path) -> Listing:
+        path = Path(folder)
+        return cls(path, _entries(path))
+
+
+def _entry(folder: Path, item: os.DirEntry[str]) -> _Entry:
+    try:
+        is_dir, is_file = item.is_dir(), item.is_file()
+    except OSError:
+        is_dir = is_file = False
+    dangling = not (is_dir or is_file) and item.is_symlink() and not os.path.exists(item.path)
+    return _Entry(folder / item.name, item.name, is_dir, is_file, dangling)
+
+
+def _common_skip(entry: _Entry) -> Skipped | None:
     """Entries no layout can use: dangling links, unreadable things, upper-case suffixes."""
-    if path.is_symlink() and not path.exists():
+    path = entry.path
+    if entry.dangling:
         return Skipped(path, "a symbolic link to nothing; fix or remove the link")
-    if path.name.startswith("."):
+    if entry.name.startswith("."):
         return Skipped(path, "a hidden file", said=path.suffix.lower() == ".sql")
-    if path.is_file() and path.suffix.lower() == ".sql" and path.suffix != ".sql":
+    if entry.is_file and path.suffix.lower() == ".sql" and path.suffix != ".sql":
         return Skipped(path, "the suffix must be lower-case .sql; rename it")
     return None
 
 
-def _scan_flat(folder: Path, layout: str) -> Scan:
+def _scan_flat(listing: Listing, layout: str) -> Scan:
     """pgsteady, goose, golang-migrate, dbmate and flyway: one file per migration."""
+    folder, heads = listing.folder, listing.heads
     files: list[MigrationFile] = []
     skipped: list[Skipped] = []
     seen: dict[str, Path] = {}
-    for path in _entries(folder):
-        problem = _common_skip(path)
+    for entry in listing.entries:
+        problem = _common_skip(entry)
         if problem is not None:
             skipped.append(problem)
             continue
-        if path.is_dir():
+        path = entry.path
+        if entry.is_dir:
             skipped.append(Skipped(path, f"a subfolder; {layout} migrations are files in "
                                          f"{folder} itself"))
             continue
-        found = _flat_file(path, layout, skipped)
+        found = _flat_file(path, layout, skipped, heads)
         if found is None:
             continue
         if found.tag in seen:
@@ -264,7 +312,8 @@ def _scan_flat(folder: Path, layout: str) -> Scan:
     return Scan(layout, files, skipped)
 
 
-def _flat_file(path: Path, layout: str, skipped: list[Skipped]) -> MigrationFile | None:
+def _flat_file(path: Path, layout: str, skipped: list[Skipped],
+               heads: dict[Path, bytes] | None = None) -> MigrationFile | None:
     name = path.name
     if layout == "flyway" and name.endswith(".sql.conf"):
         return None  # a script's settings, read with the script
@@ -294,7 +343,7 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped]) -> MigrationFile
     if match is None:
         skipped.append(Skipped(path, f"not named {hint}"))
         return None
-    text = read(path)
+    text = read(path, heads)
     if layout == "flyway":
         tag, order = flyway_version(match["version"])
         version = _check_version(path, str(order[0]))
@@ -320,15 +369,16 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped]) -> MigrationFile
                          in_transaction, text)
 
 
-def _scan_prisma(folder: Path) -> Scan:
+def _scan_prisma(listing: Listing) -> Scan:
     files: list[MigrationFile] = []
     skipped: list[Skipped] = []
-    for path in _entries(folder):
-        problem = _common_skip(path)
+    for entry in listing.entries:
+        problem = _common_skip(entry)
         if problem is not None:
             skipped.append(problem)
             continue
-        if path.is_file():
+        path = entry.path
+        if entry.is_file:
             if path.name != "migration_lock.toml":
                 skipped.append(Skipped(path, "a file; Prisma migrations are folders "
                                              "<timestamp>_<name>/migration.sql"))
@@ -348,31 +398,38 @@ def _scan_prisma(folder: Path) -> Scan:
     return Scan("prisma", files, skipped)
 
 
-def scan(folder: str | Path, layout: str) -> Scan:
-    """Every migration of ``layout`` in ``folder``, in the tool's order, and what was skipped."""
+def scan(folder: str | Path, layout: str, listing: Listing | None = None) -> Scan:
+    """Every migration of ``layout`` in ``folder``, in the tool's order, and what was skipped.
+    ``listing``: the folder as :func:`detect` saw it, so it is not listed or read twice."""
     if layout not in NAMES:
         raise LayoutError(f"unknown layout {layout!r}; use one of {', '.join(NAMES)}")
-    path = Path(folder)
-    return _scan_prisma(path) if layout == "prisma" else _scan_flat(path, layout)
+    seen = listing if listing is not None else Listing.of(folder)
+    return _scan_prisma(seen) if layout == "prisma" else _scan_flat(seen, layout)
 
 
-def _head(path: Path) -> str:
+def _head(path: Path, heads: dict[Path, bytes] | None) -> str:
     try:
         with path.open("rb") as handle:
-            return handle.read(_DETECT_BYTES).decode("utf-8", "replace")
+            data = handle.read(_DETECT_BYTES)
     except OSError:
         return ""
+    if heads is not None and len(data) < _DETECT_BYTES:
+        heads[path] = data  # the whole file: scan need not read it again
+    return data.decode("utf-8", "replace")
 
 
-def detect(folder: str | Path) -> str:
+def detect(folder: str | Path, listing: Listing | None = None) -> str:
     """The layout of ``folder`` when its files say so unambiguously; ``pgsteady`` when no other
-    tool's marks are found; LayoutError naming the candidates when several fit."""
+    tool's marks are found; LayoutError naming the candidates when several fit. Files read
+    whole on the way are kept in ``listing`` for :func:`scan`."""
     path = Path(folder)
+    seen = listing if listing is not None else Listing.of(path)
+    heads = seen.heads if listing is not None else None
     found: set[str] = set()
-    for entry in _entries(path):
+    for entry in seen.entries:
         name = entry.name
-        if entry.is_dir():
-            if (entry / "migration.sql").is_file():
+        if entry.is_dir:
+            if (entry.path / "migration.sql").is_file():
                 found.add("prisma")
             continue
         if name == "migration_lock.toml":
@@ -381,8 +438,8 @@ def detect(folder: str | Path) -> str:
             found.add("golang-migrate")
         elif _FLYWAY.match(name):
             found.add("flyway")
-        elif _NUMBERED.match(name) and entry.is_file():
-            head = _head(entry)
+        elif _NUMBERED.match(name) and entry.is_file:
+            head = _head(entry.path, heads)
             if re.search(r"^\s*--\s*\+goose\s+up\b", head, re.IGNORECASE | re.MULTILINE):
                 found.add("goose")
             elif re.search(r"^\s*--\s*migrate:up\b", head, re.IGNORECASE | re.MULTILINE):

@@ -99,8 +99,9 @@ _SKIPS_NAMED = 10  # a wrong --dir names a few strays, not every file in it
 def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
     """The folder's files as ``layout`` (``auto``: detected), skipped entries logged."""
     try:
-        name = layouts.detect(directory) if layout == "auto" else layout
-        found = layouts.scan(directory, name)
+        listing = layouts.Listing.of(directory)  # listed and read once for both
+        name = layouts.detect(directory, listing) if layout == "auto" else layout
+        found = layouts.scan(directory, name, listing)
     except layouts.LayoutError as exc:
         raise BadMigration(str(exc)) from None
     said = [skipped for skipped in found.skipped if skipped.said]
