@@ -7,6 +7,7 @@ from migrate_helpers import columns, history, run_cli, write_migrations
 
 from pgsteady.errors import BadMigration
 from pgsteady.migrate import source
+from pgsteady.migrate.lint.engine import Linter
 
 GOOD = {"0001_create_orgs.sql": "CREATE TABLE orgs (id int PRIMARY KEY);\n"}
 
@@ -71,6 +72,22 @@ def test_files_load_in_version_order(tmp_path):
     assert [(m.version, m.name, m.transactional) for m in loaded] == [
         (1, "a", True), (9, "b", False), (10, "c", True)]
     assert loaded[1].statements[0].line == 3
+
+
+def test_sqlx_no_transaction_first_line_is_honoured(tmp_path):
+    """sqlx's `-- no-transaction` as the first line runs the file outside a transaction; lower
+    down, or spelled otherwise, it is only a comment (and CONCURRENTLY is then refused)."""
+    folder = write_migrations(tmp_path / "m", {
+        "1_a.sql": "-- no-transaction\nCREATE INDEX CONCURRENTLY i ON t (a);\n",
+        "2_b.sql": "SELECT 1;\n",
+    })
+    assert [m.transactional for m in source.load_dir(folder)] == [False, True]
+    assert Linter().lint_text((folder / "1_a.sql").read_text(), "1_a.sql").findings == []
+    for text in ("-- an index\n-- no-transaction\nCREATE INDEX CONCURRENTLY i ON t (a);\n",
+                 "-- no-transactions\nCREATE INDEX CONCURRENTLY i ON t (a);\n"):
+        (folder / "1_a.sql").write_text(text)
+        with pytest.raises(source.BadMigration, match="cannot run inside a transaction"):
+            source.load_dir(folder)
 
 
 def test_linter_ignore_comments_are_not_directives(tmp_path):

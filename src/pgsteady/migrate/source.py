@@ -7,8 +7,10 @@ Its header (the comment lines before the first statement) may carry directives::
 
 ``no-transaction`` is for statements PostgreSQL refuses to run in a transaction
 (``CREATE INDEX CONCURRENTLY`` and friends); such a file holds exactly one statement, so a
-failure can never leave half of it applied. Every problem is reported as ``file:line: what is
-wrong; how to fix it`` before a single statement is sent.
+failure can never leave half of it applied. sqlx's ``-- no-transaction`` as a file's first
+line means the same, so a sqlx folder (named ``<version>_<name>.sql`` too) runs as it is.
+Every problem is reported as ``file:line: what is wrong; how to fix it`` before a single
+statement is sent.
 
 Alembic projects get the same safety from :mod:`pgsteady.migrate.alembic`.
 """
@@ -37,6 +39,8 @@ log = logging.getLogger("pgsteady.migrate")
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
+# sqlx's directive: exactly this as the file's first line
+SQLX_NO_TRANSACTION = re.compile(r"-- no-transaction[ \t]*(?:\n|$)")
 _TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate"}
 
 
@@ -251,6 +255,8 @@ def _unwrap(statements: list[Part]) -> list[Part]:
 def _directives(path: Path, text: str) -> set[str]:
     """Directives from the header; an unknown or misplaced one is an error."""
     found: set[str] = set()
+    if SQLX_NO_TRANSACTION.match(text):
+        found.add(NO_TRANSACTION)
     in_header = True
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()

@@ -46,6 +46,7 @@ log = logging.getLogger("pgsteady.lint")
 
 UNPARSED = "unparsed-statement"
 META_COMMAND = "psql-meta-command"
+_SQLX_NO_TRANSACTION = re.compile(r"-- no-transaction[ \t]*(?:\n|$)")
 _NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -82,9 +83,12 @@ def _char_line_col(text: str, offset: int) -> tuple[int, int]:
 
 def no_transaction_header(text: str) -> bool:
     """True if the header carries ``-- pgsteady: no-transaction`` (pgsteady migrate's directive:
-    the runner then does not wrap the file in a transaction)."""
+    the runner then does not wrap the file in a transaction), or the first line is sqlx's
+    ``-- no-transaction``, which pgsteady migrate honours too."""
     if "no-transaction" not in text:
         return False
+    if _SQLX_NO_TRANSACTION.match(text):
+        return True
     for line in text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.startswith("--"):
