@@ -249,6 +249,15 @@ def walk(node: Any) -> Iterator[tuple[str, Node]]:
             yield from walk(item)
 
 
+def function_names(node: Any) -> Iterator[str]:
+    """The (unqualified, lower-case) name of every function called under ``node``."""
+    for node_type, body in walk(node):
+        if node_type == "FuncCall":
+            names = strings(body.get("funcname"))
+            if names:
+                yield names[-1].lower()
+
+
 #: Statements that take a table lock strong enough to queue behind (and then block) ordinary
 #: traffic. UPDATE/DELETE (ROW EXCLUSIVE) are left out; see :func:`takes_blocking_lock`.
 LOCKING_STATEMENTS = frozenset({

@@ -18,11 +18,10 @@ from pgsteady.migrate.lint.base import (
     Node,
     column_defs,
     constraints,
+    function_names,
     qualified,
-    strings,
     table_ref,
     type_name,
-    walk,
 )
 
 ID = "adding-volatile-default"
@@ -67,9 +66,4 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
 
 
 def _volatile_call(expr: Node | None) -> str | None:
-    for node_type, body in walk(expr):
-        if node_type == "FuncCall":
-            names = strings(body.get("funcname"))
-            if names and names[-1].lower() in VOLATILE:
-                return names[-1].lower()
-    return None
+    return next((name for name in function_names(expr) if name in VOLATILE), None)

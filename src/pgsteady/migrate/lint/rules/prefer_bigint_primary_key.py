@@ -20,6 +20,7 @@ from pgsteady.migrate.lint.base import (
     Node,
     column_defs,
     constraints,
+    function_names,
     strings,
     type_name,
 )
@@ -60,7 +61,7 @@ def _generates(column: Node) -> bool:
     for constraint in constraints(column):
         if constraint.get("contype") == "CONSTR_IDENTITY":
             return True
-        if constraint.get("contype") == "CONSTR_DEFAULT" and "nextval" in repr(
-                constraint.get("raw_expr")).lower():
+        if constraint.get("contype") == "CONSTR_DEFAULT" and "nextval" in function_names(
+                constraint.get("raw_expr")):
             return True
     return False
