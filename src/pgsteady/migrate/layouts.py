@@ -51,6 +51,9 @@ _FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
 _FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
 _GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
 _DBMATE_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
+# sqlx runs a file outside a transaction when its first line is exactly this; pgsteady's
+# layout (sqlx names files the same way) and lint honour it like ``-- pgsteady: no-transaction``.
+SQLX_NO_TRANSACTION = re.compile(r"-- no-transaction[ \t]*(?:\n|$)")
 _FLYWAY_HEADER = re.compile(r"^--\s*flyway:executeInTransaction\s*=\s*(?P<value>\w+)\s*$",
                             re.IGNORECASE)
 

@@ -39,8 +39,6 @@ log = logging.getLogger("pgsteady.migrate")
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
-# sqlx's directive: exactly this as the file's first line
-SQLX_NO_TRANSACTION = re.compile(r"-- no-transaction[ \t]*(?:\n|$)")
 _TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate"}
 
 
@@ -255,7 +253,7 @@ def _unwrap(statements: list[Part]) -> list[Part]:
 def _directives(path: Path, text: str) -> set[str]:
     """Directives from the header; an unknown or misplaced one is an error."""
     found: set[str] = set()
-    if SQLX_NO_TRANSACTION.match(text):
+    if layouts.SQLX_NO_TRANSACTION.match(text):
         found.add(NO_TRANSACTION)
     in_header = True
     for number, line in enumerate(text.splitlines(), start=1):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
 
+from pgsteady.migrate.layouts import SQLX_NO_TRANSACTION
 from pgsteady.migrate.lint import parse
 from pgsteady.migrate.lint.base import Context, Hit, Node, Rule
 from pgsteady.migrate.lint.config import LintConfig, check_rule_ids
@@ -46,7 +47,6 @@ log = logging.getLogger("pgsteady.lint")
 
 UNPARSED = "unparsed-statement"
 META_COMMAND = "psql-meta-command"
-_SQLX_NO_TRANSACTION = re.compile(r"-- no-transaction[ \t]*(?:\n|$)")
 _NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -87,7 +87,7 @@ def no_transaction_header(text: str) -> bool:
     ``-- no-transaction``, which pgsteady migrate honours too."""
     if "no-transaction" not in text:
         return False
-    if _SQLX_NO_TRANSACTION.match(text):
+    if SQLX_NO_TRANSACTION.match(text):
         return True
     for line in text.splitlines():
         stripped = line.strip()
