@@ -316,7 +316,7 @@ def _scan_flat(listing: Listing, layout: str) -> Scan:
 
 
 def _flat_file(path: Path, layout: str, skipped: list[Skipped],
-               heads: dict[Path, bytes] | None = None) -> MigrationFile | None:
+               heads: dict[Path, bytes]) -> MigrationFile | None:
     name = path.name
     if layout == "flyway" and name.endswith(".sql.conf"):
         return None  # a script's settings, read with the script
@@ -410,13 +410,13 @@ def scan(folder: str | Path, layout: str, listing: Listing | None = None) -> Sca
     return _scan_prisma(seen) if layout == "prisma" else _scan_flat(seen, layout)
 
 
-def _head(path: Path, heads: dict[Path, bytes] | None) -> str:
+def _head(path: Path, heads: dict[Path, bytes]) -> str:
     try:
         with path.open("rb") as handle:
             data = handle.read(_DETECT_BYTES)
     except OSError:
         return ""
-    if heads is not None and len(data) < _DETECT_BYTES:
+    if len(data) < _DETECT_BYTES:
         heads[path] = data  # the whole file: scan need not read it again
     return data.decode("utf-8", "replace")
 
@@ -427,7 +427,6 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
     whole on the way are kept in ``listing`` for :func:`scan`."""
     path = Path(folder)
     seen = listing if listing is not None else Listing.of(path)
-    heads = seen.heads if listing is not None else None
     found: set[str] = set()
     for entry in seen.entries:
         name = entry.name
@@ -442,7 +441,7 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
         elif _FLYWAY.match(name):
             found.add("flyway")
         elif _NUMBERED.match(name) and entry.is_file:
-            head = _head(entry.path, heads)
+            head = _head(entry.path, seen.heads)
             if re.search(r"^\s*--\s*\+goose\s+up\b", head, re.IGNORECASE | re.MULTILINE):
                 found.add("goose")
             elif re.search(r"^\s*--\s*migrate:up\b", head, re.IGNORECASE | re.MULTILINE):

@@ -108,8 +108,7 @@ def _head(path: Path) -> str:
 
 def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit:
     """One file as ``runner`` runs it: its Up part (line numbers kept) and its transaction."""
-    name = display or str(path)
-    timeouts = runner in SETS_TIMEOUTS
+    in_transaction: bool | None = False
     if runner in layouts.NAMES:
         try:
             up, in_transaction = layouts.up_part(path, text, runner)
@@ -117,11 +116,9 @@ def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit
             raise UsageError(str(exc)) from None
         if _NONTX.search(path.name):
             in_transaction = False
-        filled, names = fill_placeholders(up.text)
-        padded = "\n" * (up.first_line - 1) + filled
-        return Unit(name, padded, in_transaction, timeouts, names)
+        text = "\n" * (up.first_line - 1) + up.text
     filled, names = fill_placeholders(text)
-    return Unit(name, filled, False, timeouts, names)
+    return Unit(display or str(path), filled, in_transaction, runner in SETS_TIMEOUTS, names)
 
 
 def folder_files(folder: Path, runner: str) -> list[Path] | None:
