@@ -103,7 +103,7 @@ class PoolDrainConfig:
             problems.append(f"--overcommit must be 0 or more, got {self.overcommit}")
         if self.ceiling_each_run and self.cold_start:
             problems.append("--ceiling-each-run measures pgbench before each run, which would "
-                            "warm PgBouncer's pool: drop it with --cold-start")
+                            "warm PgBouncer's pool: use one or the other")
         if self.cold_start and self.min_pool_size:
             problems.append("--cold-start starts PgBouncer with no server connection; "
                             "drop --min-pool-size")
