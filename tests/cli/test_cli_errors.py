@@ -153,3 +153,23 @@ def test_a_reader_that_stops_early_ends_the_run_quietly():
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and err == ""
+
+
+@pytest.mark.parametrize("columns", [50, 120])
+def test_help_is_sized_as_argparse_sizes_it(columns, monkeypatch, capsys):
+    """Help is wrapped to $COLUMNS exactly as argparse's own sizing (shutil's terminal size)
+    would wrap it; pgsteady sizes it without importing shutil."""
+    import shutil
+
+    import pgsteady.cli
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    helps = []
+    for _ in range(2):
+        with pytest.raises(SystemExit):
+            main(["migrate", "--help"])
+        helps.append(capsys.readouterr().out)
+        monkeypatch.setattr(pgsteady.cli, "_columns", lambda: shutil.get_terminal_size().columns)
+    assert helps[0] == helps[1]
+    assert max(len(line) for line in helps[0].splitlines() if not line.startswith(" ")) \
+        <= columns - 2

@@ -102,6 +102,29 @@ def test_plain_lint_imports_no_psycopg_rich_or_database_layer(folder):
     assert warm.splitlines()[-1] == "[]"
 
 
+def test_cold_lint_process_skips_logging_toml_and_shutil(folder):
+    """A whole ``pgsteady lint`` process in a project whose pyproject.toml has no section of
+    ours loads neither logging, tomllib nor shutil (start-up a pre-commit hook waits for);
+    with ``-vv`` logging is configured and the cache's debug lines reach stderr."""
+    (folder.parent / "pyproject.toml").write_text("[project]\nname = 'app'\n[broken\n")
+    probe = ("import sys\nsys.argv = ['pgsteady', *sys.argv[1:]]\n"
+             "from pgsteady._main import main\ncode = main()\n"
+             "print(sorted(m for m in ('logging', 'tomllib', 'shutil') if m in sys.modules))\n"
+             "raise SystemExit(code)\n")
+    run = subprocess.run([sys.executable, "-c", probe, "lint", "--no-cache", "migrations"],
+                         capture_output=True, text=True, cwd=folder.parent, timeout=60,
+                         check=False)
+    assert run.returncode == 1, run.stderr  # the risky index is found
+    assert run.stdout.splitlines()[-1] == "[]"
+    (folder.parent / ".pgsteady_cache").mkdir()
+    (folder.parent / ".pgsteady_cache" / "lint").write_text("a file: no cache folder here")
+    verbose = subprocess.run([sys.executable, "-c", probe, "-vv", "lint", "migrations"],
+                             capture_output=True, text=True, cwd=folder.parent, timeout=60,
+                             check=False)
+    assert verbose.stdout.splitlines()[-1] == "['logging']"
+    assert "pgsteady.lint: " in verbose.stderr
+
+
 def test_untouched_files_skip_even_reading(folder, capsys, monkeypatch):
     """With nothing touched since the last run, no file is read or detected; touching one
     file (same content) falls back to the content cache and still lints nothing."""

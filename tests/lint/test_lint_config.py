@@ -64,6 +64,24 @@ def test_bad_config_is_a_usage_error(tmp_path, body, match):
     assert info.value.exit_code == 2
 
 
+def test_found_pyproject_without_our_section_is_not_judged(tmp_path):
+    """The project's own pyproject.toml is not ours to judge when it has no pgsteady section
+    (it is not even parsed); one that has the section and is broken is refused."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n[broken\n")
+    assert load_config(start=tmp_path) == LintConfig()
+    (tmp_path / "pyproject.toml").write_text("[tool.pgsteady.lint]\npg_version = [\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load_config(start=tmp_path)
+
+
+def test_config_that_is_not_utf8_is_a_usage_error(tmp_path):
+    """A --config file in another encoding: one line naming it, not a traceback."""
+    path = tmp_path / "lint.toml"
+    path.write_bytes("[tool.pgsteady.lint]\n# caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(UsageError, match=r"lint.toml: not valid TOML: not UTF-8"):
+        load_config(path)
+
+
 def test_missing_config_file_is_a_usage_error(tmp_path):
     """--config naming a file that does not exist is a usage error."""
     with pytest.raises(UsageError, match="cannot read config"):

@@ -21,13 +21,13 @@ entry is a miss, never an error. At most :data:`MAX_ENTRIES` are kept, the oldes
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgsteady._debuglog import debug
 from pgsteady._version import __version__
 from pgsteady.migrate.lint.config import LintConfig
 from pgsteady.migrate.lint.files import Unit
@@ -35,8 +35,7 @@ from pgsteady.migrate.lint.quick import code_stamp, file_stamps
 from pgsteady.migrate.lint.report import FileReport
 from pgsteady.migrate.lint.schema import Schema
 
-log = logging.getLogger("pgsteady.lint")
-
+LOGGER = "pgsteady.lint"
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
 _FORMAT = b"pgsteady-lint-cache-1"
@@ -135,7 +134,7 @@ class Cache:
         except FileNotFoundError:
             return None
         except Exception as exc:  # a damaged entry is a miss
-            log.debug("cache entry %s unreadable: %s", path, exc)
+            debug(LOGGER, "cache entry %s unreadable: %s", path, exc)
             return None
         return entry
 
@@ -154,7 +153,7 @@ class Cache:
             os.replace(temporary, self.folder / f"{name}.pickle")
             self._trim()
         except OSError as exc:
-            log.debug("cache not written in %s: %s", self.folder, exc)
+            debug(LOGGER, "cache not written in %s: %s", self.folder, exc)
 
     def _trim(self) -> None:
         entries = sorted(self.folder.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns)

@@ -13,7 +13,6 @@ parser's message and position (and a hint when a ``;`` is likely missing), never
 from __future__ import annotations
 
 import gc
-import logging
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
 
+from pgsteady._debuglog import debug
 from pgsteady.migrate.layouts import SQLX_NO_TRANSACTION
 from pgsteady.migrate.lint import parse
 from pgsteady.migrate.lint.base import Context, Hit, Node, Rule
@@ -43,8 +43,8 @@ from pgsteady.sqltext import fill_placeholders, placeholder_shown
 __all__ = ["FileReport", "Finding", "LintReport", "Linter", "SyntaxProblem", "Unit",
            "collect_files", "lint_paths", "read_sql"]
 
-log = logging.getLogger("pgsteady.lint")
 
+LOGGER = "pgsteady.lint"
 UNPARSED = "unparsed-statement"
 META_COMMAND = "psql-meta-command"
 _NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", re.IGNORECASE)
@@ -246,7 +246,7 @@ class Linter:
                     if statement.node is not None:
                         schema.apply(statement.kind, statement.node)
             except parse.ParseFailure as failure:
-                log.debug("history file stops parsing at %d: %s", failure.offset,
+                debug(LOGGER, "history file stops parsing at %d: %s", failure.offset,
                           failure.message)
 
     # -- one file ----------------------------------------------------------------------
