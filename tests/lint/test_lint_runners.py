@@ -79,6 +79,24 @@ def test_dbmate_transaction_false(tmp_path, capsys):
     assert found == [("20240102_b.sql", "concurrently-in-transaction")]
 
 
+def test_diesel_run_in_transaction_false(tmp_path, capsys):
+    """Diesel: detected from <version>_<name>/up.sql folders; a migration whose metadata.toml
+    says run_in_transaction = false runs outside a transaction, down.sql is never linted."""
+    write(tmp_path, {
+        "2024-01-01-000000_a/up.sql": CONCURRENT,
+        "2024-01-01-000000_a/down.sql": "DROP TABLE orders;\n",
+        "2024-01-01-000000_a/metadata.toml": "run_in_transaction = false\n",
+        "2024-01-02-000000_b/up.sql": CONCURRENT,
+        "2024-01-02-000000_b/down.sql": "DROP INDEX orders_status;\n",
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert (code, runner) == (1, "diesel")
+    assert found == [("up.sql", "concurrently-in-transaction")]
+    _, found, _ = run(capsys, str(tmp_path / "2024-01-02-000000_b" / "up.sql"),
+                         str(tmp_path / "2024-01-01-000000_a" / "up.sql"))
+    assert found == [("up.sql", "concurrently-in-transaction")]
+
+
 def test_golang_migrate_up_files_only(tmp_path, capsys):
     """golang-migrate: .up.sql files only, each a multi-statement query like Prisma's."""
     write(tmp_path, {
@@ -202,11 +220,17 @@ def test_down_scripts_beside_up_scripts_are_skipped_in_a_folder(tmp_path, capsys
     })
     code, found, _ = run(capsys, "--runner", "pgsteady", str(tmp_path))
     assert (code, found) == (1, [("V0004.Lonely.down.sql", "ban-drop-column")])
-    assert main(["lint", "--no-cache", str(tmp_path)]) == 1
+    assert main(["lint", "--no-cache", "--runner", "pgsteady", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "in 4 files" in err and "skipped 3 down scripts beside their up scripts" in err
+    # detected, the folder is Diesel's: the files beside its folders are named, not linted
+    main(["lint", "--no-cache", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "in 2 files" in err and "runner profile diesel" in err
+    assert "skipped 3 .sql files diesel does not run (V0003.Pin.down.sql, V0003.Pin.up.sql, " \
+           "V0004.Lonely.down.sql): name one to lint it" in err
     down = str(tmp_path / "V0003.Pin.down.sql")
-    _, found, _ = run(capsys, down)
+    _, found, _ = run(capsys, "--runner", "pgsteady", down)
     assert found == [("V0003.Pin.down.sql", "ban-drop-column")]
 
 

@@ -85,6 +85,43 @@ def test_prisma_folders(tmp_path):
     assert sorted(s.path.name for s in scan.skipped) == ["20240103000000_empty", "notes.txt"]
 
 
+def test_diesel_folders(tmp_path):
+    """Diesel: <version>_<name>/up.sql, the version without its dashes, ordered as text (as
+    Diesel orders them); metadata.toml's run_in_transaction = false leaves the transaction to
+    the statements; down.sql is not applied; a bad metadata.toml is named."""
+    write(tmp_path, {"00000000000000_diesel_initial_setup/up.sql": "select 0;",
+                     "00000000000000_diesel_initial_setup/down.sql": "select 0;",
+                     "2024-01-02-000000_concurrent/up.sql": "CREATE INDEX CONCURRENTLY i ON t (a);",
+                     "2024-01-02-000000_concurrent/metadata.toml": "run_in_transaction = false\n",
+                     "2024-01-01-000000_init/up.sql": "select 1;",
+                     "2024-01-01-000000_init/metadata.toml": "run_in_transaction = true\n",
+                     "9_short/up.sql": "select 9;", "10_longer/up.sql": "select 10;",
+                     ".keep": "", "README.md": "x", "2024-01-03-000000_empty/down.sql": "x",
+                     "data_seed.sql": "insert into t values (1);"})
+    scan = layouts.scan(tmp_path, "diesel")
+    assert [f.tag for f in scan.files] == ["00000000000000", "10", "20240101000000",
+                                           "20240102000000", "9"]
+    assert [f.name for f in scan.files][2:4] == ["init", "concurrent"]
+    assert [f.transactional for f in scan.files] == [True, True, True, None, True]
+    assert all(f.path.name == "up.sql" for f in scan.files)
+    reasons = {s.path.name: s.reason for s in scan.skipped if s.said}
+    assert "Diesel migrations are folders <version>_<name>/up.sql" in reasons["README.md"]
+    assert "holding up.sql" in reasons["2024-01-03-000000_empty"]
+    assert "a file; Diesel migrations are folders" in reasons["data_seed.sql"]
+    assert layouts.detect(tmp_path) == "diesel"  # a data script beside the folders
+    (tmp_path / "9_short" / "metadata.toml").write_text("run_in_transaction = 'no'\n")
+    with pytest.raises(LayoutError, match=r"9_short/metadata.toml:1: run_in_transaction must "
+                                          r"be true or false"):
+        layouts.scan(tmp_path, "diesel")
+    (tmp_path / "9_short" / "metadata.toml").write_text("run_in_transaction = \n")
+    with pytest.raises(LayoutError, match=r"metadata.toml:1: cannot read it as TOML"):
+        layouts.scan(tmp_path, "diesel")
+    (tmp_path / "9_short" / "metadata.toml").unlink()
+    write(tmp_path, {"2024-0101-000000_same/up.sql": "select 1;"})
+    with pytest.raises(LayoutError, match="version 20240101000000 is also used by"):
+        layouts.scan(tmp_path, "diesel")
+
+
 def test_flyway_versions_and_transactions(tmp_path):
     """Flyway: V1_1 is 1.1, ordered numerically; .conf and header turn transactions off."""
     write(tmp_path, {"V1__init.sql": "select 1;", "V1_1__more_things.sql": "select 2;",
@@ -108,6 +145,8 @@ def test_detect_each_layout(tmp_path):
         "golang-migrate": {"1_a.up.sql": "select 1;", "1_a.down.sql": "select 1;"},
         "flyway": {"V1__a.sql": "select 1;"},
         "prisma": {"20240101000000_a/migration.sql": "select 1;"},
+        "diesel": {"2024-01-01-000000_a/up.sql": "select 1;",
+                   "2024-01-01-000000_a/down.sql": "select 1;"},
     }
     for name, files in cases.items():
         folder = write(tmp_path / name, files)

@@ -44,11 +44,18 @@ FOLDERS: dict[str, dict[str, str]] = {
                "20240101000001_create/migration.sql": CREATE,
                "20240101000002_add/migration.sql": ADD,
                "20240101000003_idx/migration.sql": INDEX},
+    "diesel": {"2024-01-01-000001_create/up.sql": CREATE,
+               "2024-01-01-000001_create/down.sql": "DROP TABLE t;\n",
+               "2024-01-01-000002_add/up.sql": ADD,
+               "2024-01-01-000002_add/down.sql": "ALTER TABLE t DROP COLUMN b;\n",
+               "2024-01-01-000003_idx/up.sql": INDEX,
+               "2024-01-01-000003_idx/metadata.toml": "run_in_transaction = false\n"},
 }
 PENDING = {"pgsteady": [2, 3], "goose": [20240101000002, 20240101000003],
            "golang-migrate": [2, 3], "dbmate": ["20240101000002", "20240101000003"],
            "flyway": ["1.1", "2"],
-           "prisma": ["20240101000002_add", "20240101000003_idx"]}
+           "prisma": ["20240101000002_add", "20240101000003_idx"],
+           "diesel": ["20240101000002", "20240101000003"]}
 
 
 def _flyway_checksum(text: str) -> int:
@@ -102,6 +109,12 @@ def _as_the_tool_left_it(conn: psycopg.Connection, tool: str, folder: Path) -> N
             (folder / "20240101000001_create/migration.sql").read_bytes()).hexdigest()
         conn.execute("INSERT INTO _prisma_migrations VALUES ('a', %s, now(), "
                      "'20240101000001_create', NULL, NULL, now(), 1)", [digest])
+    elif tool == "diesel":  # diesel_migrations' own DDL
+        conn.execute("""CREATE TABLE IF NOT EXISTS __diesel_schema_migrations (
+            version VARCHAR(50) PRIMARY KEY NOT NULL,
+            run_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP)""")
+        conn.execute("INSERT INTO __diesel_schema_migrations (version) "
+                     "VALUES ('20240101000001')")
 
 
 def _as_the_tool_reads_it(conn: psycopg.Connection, tool: str) -> list:
@@ -115,6 +128,7 @@ def _as_the_tool_reads_it(conn: psycopg.Connection, tool: str) -> list:
                   "ORDER BY installed_rank",
         "prisma": "SELECT migration_name, checksum FROM _prisma_migrations WHERE finished_at "
                   "IS NOT NULL AND rolled_back_at IS NULL ORDER BY migration_name",
+        "diesel": "SELECT version FROM __diesel_schema_migrations ORDER BY version DESC",
     }[tool]
     return [tuple(r) if len(r) > 1 else r[0] for r in conn.execute(query).fetchall()]
 
@@ -138,6 +152,9 @@ def test_tool_folder_applied_and_checked_against_its_table(tmp_path, db, tool):
     assert [p["version"] for p in json.loads(before.stdout)["pending"]] == PENDING[tool]
     applied = run_cli("migrate", "--dsn", db, "--dir", str(folder))  # layout auto-detected
     assert applied.returncode == 0, applied.stderr
+    # each version shown as --plan and preflight show it (Flyway's 1.1, not 1)
+    assert [line.split()[1] for line in applied.stdout.splitlines()
+            if line.startswith("applied ")] == [str(v) for v in PENDING[tool]]
     assert columns(db, "t") == ["id", "a", "b"]
     assert columns(db, "t_b") == ["b"]
     with psycopg.connect(db) as conn:
@@ -153,6 +170,7 @@ def test_tool_folder_applied_and_checked_against_its_table(tmp_path, db, tool):
         "prisma": lambda: [
             (n, hashlib.sha256((folder / n / "migration.sql").read_bytes()).hexdigest())
             for n in ("20240101000001_create", "20240101000002_add", "20240101000003_idx")],
+        "diesel": lambda: ["20240101000003", "20240101000002", "20240101000001"],
     }[tool]()
     assert rows == expected
     after = run_cli("preflight", "--dsn", db, "--dir", str(folder), "--json",
@@ -160,13 +178,14 @@ def test_tool_folder_applied_and_checked_against_its_table(tmp_path, db, tool):
     assert json.loads(after.stdout)["pending"] == []
 
 
-@pytest.mark.parametrize("tool", ["pgsteady", "goose"])
+@pytest.mark.parametrize("tool", ["pgsteady", "goose", "diesel"])
 def test_baseline_adopts_an_existing_database(tmp_path, db, tool):
     """--baseline V records every migration up to V without running it, then applies the rest."""
     folder = _write(tmp_path / tool, FOLDERS[tool])
     with psycopg.connect(db, autocommit=True) as conn:
         conn.execute(CREATE + ADD)  # the schema exists; no history table at all
-    version = str(PENDING[tool][0])
+    # Diesel users name a version as its folder does, dashes and all
+    version = "2024-01-01-000002" if tool == "diesel" else str(PENDING[tool][0])
     result = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--baseline", version)
     assert result.returncode == 0, result.stderr
     assert "recorded" in result.stderr and "without running it" in result.stderr

@@ -27,8 +27,8 @@ from pgsteady.migrate.lint.report import LintReport
 from pgsteady.migrate.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
-PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, sqitch, alembic-sql, "
-            "plain")
+PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sqitch, "
+            "alembic-sql, plain")
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -234,7 +234,8 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
 
     choice = _runner(args, config, paths)
     downs: list[Path] = []
-    files = runners.files_for(paths, choice.runner, downs)
+    not_run: list[Path] = []
+    files = runners.files_for(paths, choice.runner, downs, not_run)
     units, broken = runners.load(files, choice.runner)
     history: list[Unit] = []
     if args.history:
@@ -260,6 +261,10 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     if downs:
         reason += (f"; skipped {len(downs)} down script{'s' if len(downs) != 1 else ''} "
                    f"beside their up scripts: name one to lint it")
+    if not_run:
+        shown = ", ".join(p.name for p in not_run[:3]) + (", ..." if len(not_run) > 3 else "")
+        reason += (f"; skipped {len(not_run)} .sql file{'s' if len(not_run) != 1 else ''} "
+                   f"{choice.runner} does not run ({shown}): name one to lint it")
     return report, choice.runner, reason
 
 

@@ -237,16 +237,22 @@ def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
             print_plan(pending)
         return EXIT_OK
 
+    numeric = not migrations or migrations[0].layout in NUMERIC
+
+    def shown(done: apply.Applied) -> int | str:
+        """The version as --plan and preflight show it: the tool's own where not a number."""
+        return done.version if numeric or not done.tag else done.tag
+
     def report(done: apply.Applied) -> None:
         applied.append(done)
         if not args.json:
-            print(f"applied {done.version} {done.name} in {done.seconds * 1000:.0f} ms "
+            print(f"applied {shown(done)} {done.name} in {done.seconds * 1000:.0f} ms "
                   f"({done.tries} {'try' if done.tries == 1 else 'tries'})", flush=True)
 
     def as_json(error: str | None) -> str:
         return json.dumps({
             "schema_version": SCHEMA_VERSION, "error": error,
-            "applied": [{"version": a.version, "name": a.name, "tries": a.tries,
+            "applied": [{"version": shown(a), "name": a.name, "tries": a.tries,
                          "seconds": round(a.seconds, 3)} for a in applied]}, indent=2)
 
     try:

@@ -133,6 +133,7 @@ class Applied:
     name: str
     tries: int
     seconds: float
+    tag: str = ""  # the version as the tool writes it (Flyway's 1.1, Diesel's 00000000000000)
 
 
 def pg_error(exc: BaseException) -> BaseException | None:
@@ -368,7 +369,8 @@ def baseline(conn: psycopg.Connection[Any], migrations: Sequence[Migration], tag
     """Record every migration up to and including ``tag`` as applied, running none of them:
     adopting a database whose schema already has them."""
     store = store_of(policy, migrations)
-    target = next((m for m in migrations if tag in (m.tag, str(m.version))), None)
+    target = next((m for m in migrations if tag in (m.tag, str(m.version))
+                   or (m.layout == "diesel" and tag.replace("-", "") == m.tag)), None)
     if target is None:
         raise UsageError(f"--baseline {tag}: no migration with that version in the folder; "
                          f"pass one of its versions")
@@ -502,7 +504,7 @@ def apply_batch(conn: psycopg.Connection[Any], batch: Sequence[Migration], polic
     applied = []
     for migration, took in zip(batch, seconds, strict=False):
         log.info("applied %s in %.0f ms (1 tries)", migration.label, took * 1000)
-        applied.append(Applied(migration.version, migration.name, 1, took))
+        applied.append(Applied(migration.version, migration.name, 1, took, migration.tag))
     return applied, sent.failure, start + sum(seconds)
 
 
@@ -562,7 +564,7 @@ def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Polic
             from exc.__cause__
     seconds = time.monotonic() - start
     log.info("applied %s in %.0f ms (%d tries)", migration.label, seconds * 1000, tries)
-    return Applied(migration.version, migration.name, tries, seconds)
+    return Applied(migration.version, migration.name, tries, seconds, migration.tag)
 
 
 def _invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> str | None:

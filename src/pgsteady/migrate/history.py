@@ -2,9 +2,10 @@
 
 pgsteady's own table (``pgsteady_migrations``) and each other tool's: ``_prisma_migrations``,
 ``goose_db_version``, golang-migrate's and dbmate's ``schema_migrations`` (different columns),
-``flyway_schema_history``; ``alembic_version`` is read only. Writing a tool's table exactly as
-the tool would lets a team keep its tool: after ``pgsteady migrate --layout goose`` the goose
-CLI sees the same versions applied, and ``pgsteady preflight`` reads what that tool applied.
+``flyway_schema_history``, ``__diesel_schema_migrations``; ``alembic_version`` is read only.
+Writing a tool's table exactly as the tool would lets a team keep its tool: after
+``pgsteady migrate --layout goose`` the goose CLI sees the same versions applied, and
+``pgsteady preflight`` reads what that tool applied.
 
 A migration that runs outside a transaction is marked *started* first where the table can say
 so (pgsteady's ``finished``, golang-migrate's ``dirty``, Prisma's ``finished_at``): if the
@@ -31,11 +32,11 @@ DEFAULT_TABLES = {
     "pgsteady": "pgsteady_migrations", "prisma": "_prisma_migrations",
     "goose": "goose_db_version", "golang-migrate": "schema_migrations",
     "dbmate": "schema_migrations", "flyway": "flyway_schema_history",
-    "alembic": "alembic_version",
+    "diesel": "__diesel_schema_migrations", "alembic": "alembic_version",
 }
 _ORDER_BY = {"pgsteady": "version", "prisma": "started_at", "goose": "id",
              "golang-migrate": "version", "dbmate": "version", "flyway": "installed_rank",
-             "alembic": "version_num"}
+             "diesel": "version", "alembic": "version_num"}
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class Store:
                     if m.version < current:
                         by_tag[m.tag] = Row(m.tag)
                 by_tag[str(current)] = Row(str(current), finished=not r["dirty"])
-        elif self.tool == "dbmate":
+        elif self.tool in ("dbmate", "diesel"):
             by_tag = {str(r["version"]): Row(str(r["version"])) for r in rows}
         elif self.tool == "flyway":
             for r in rows:
@@ -217,7 +218,7 @@ class Store:
         """Accept the file as it is now (``--accept`` of an edited or unfinished one)."""
         if (self.tool, "realign") in queries.HISTORY_DML:
             conn.execute(self._statement("realign"), self._params(migration, 0, 0.0, True))
-        else:  # goose, dbmate, golang-migrate keep no checksum: record it as applied
+        else:  # goose, dbmate, golang-migrate, diesel keep no checksum: record it applied
             self.record(conn, migration, 0, 0.0)
 
 

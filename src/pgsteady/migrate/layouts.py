@@ -21,6 +21,12 @@ these names. What each tool does, and so what pgsteady does with its folder:
   transaction by default; ``executeInTransaction=false`` in a ``<file>.conf`` next to it or in a
   ``-- flyway:executeInTransaction=false`` header turns that off. Repeatable (``R__``), undo
   (``U``) and baseline (``B``) scripts are reported as skipped.
+- ``diesel``: ``<version>_<name>/up.sql`` (``down.sql`` beside it is not applied), the version
+  being the part before the first ``_`` without its dashes (``2024-01-31-120000`` is
+  ``20240131120000``), ordered as Diesel orders them (as text). One transaction per migration
+  unless its ``metadata.toml`` says ``run_in_transaction = false``; Diesel then sends
+  ``up.sql`` as one multi-statement query, transactional as Prisma's. Hasura and other tools
+  that keep ``<version>_<name>/up.sql`` folders read the same, with Diesel's history table.
 
 This module imports neither psycopg nor pglast (lint imports it and must start fast).
 """
@@ -38,7 +44,7 @@ class LayoutError(ValueError):
     """A folder or file that does not follow its layout: ``file:line: what; how to fix``."""
 
 
-NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway")
+NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway", "diesel")
 MAX_VERSION = 2**63 - 1  # history tables keep versions as bigint
 _DETECT_BYTES = 65536  # markers are looked for in the first 64 KiB of a file
 
@@ -47,6 +53,7 @@ _NUMBERED = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.sql$")
 _GOLANG_UP = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.up\.sql$")
 _GOLANG_DOWN = re.compile(r"^\d+_.+\.down\.sql$")
 _PRISMA_DIR = re.compile(r"^(?P<version>\d+)_(?P<name>.+)$")
+_DIESEL_DIR = re.compile(r"^(?P<version>\d[\d-]*)_(?P<name>.+)$")
 _FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
 _FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
 _GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
@@ -207,6 +214,27 @@ def flyway_transactional(path: Path, text: str) -> bool:
         if match is not None:
             return match["value"].lower() != "false"
     return True
+
+
+def diesel_transactional(script: Path) -> bool | None:
+    """Diesel: in a transaction unless the migration's ``metadata.toml`` says
+    ``run_in_transaction = false``; then None, as the statements allow (Diesel sends ``up.sql``
+    as one multi-statement query, so only a lone statement runs outside a transaction)."""
+    metadata = script.with_name("metadata.toml")
+    if not metadata.is_file():
+        return True
+    import tomllib  # noqa: PLC0415 -- only for a Diesel migration that has settings
+
+    try:
+        settings = tomllib.loads(metadata.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise LayoutError(f"{metadata}:1: cannot read it as TOML ({exc}); fix the file") \
+            from None
+    value = settings.get("run_in_transaction", True)
+    if not isinstance(value, bool):
+        raise LayoutError(f"{metadata}:1: run_in_transaction must be true or false, not "
+                          f"{value!r}; fix the file")
+    return True if value else None
 
 
 def flyway_checksum(text: str) -> int:
@@ -372,9 +400,20 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped],
                          in_transaction, text)
 
 
-def _scan_prisma(listing: Listing) -> Scan:
+# Folder-per-migration layouts: (script in each folder, folder name pattern, the name shown,
+# files the tool keeps beside the folders).
+_FOLDER_LAYOUTS = {
+    "prisma": ("migration.sql", _PRISMA_DIR, "Prisma", frozenset({"migration_lock.toml"})),
+    "diesel": ("up.sql", _DIESEL_DIR, "Diesel", frozenset()),
+}
+
+
+def _scan_folders(listing: Listing, layout: str) -> Scan:
+    """Prisma and Diesel: one folder per migration, its script inside."""
+    script_name, pattern, tool, kept = _FOLDER_LAYOUTS[layout]
     files: list[MigrationFile] = []
     skipped: list[Skipped] = []
+    seen: dict[str, Path] = {}
     for entry in listing.entries:
         problem = _common_skip(entry)
         if problem is not None:
@@ -382,23 +421,34 @@ def _scan_prisma(listing: Listing) -> Scan:
             continue
         path = entry.path
         if entry.is_file:
-            if path.name != "migration_lock.toml":
-                skipped.append(Skipped(path, "a file; Prisma migrations are folders "
-                                             "<timestamp>_<name>/migration.sql"))
+            if path.name not in kept:
+                skipped.append(Skipped(path, f"a file; {tool} migrations are folders "
+                                             f"<version>_<name>/{script_name}"))
             continue
-        match = _PRISMA_DIR.match(path.name)
-        script = path / "migration.sql"
+        match = pattern.match(path.name)
+        script = path / script_name
         if match is None or not script.is_file():
-            skipped.append(Skipped(path, "not a <timestamp>_<name> folder holding "
-                                         "migration.sql"))
+            skipped.append(Skipped(path, f"not a <version>_<name> folder holding "
+                                         f"{script_name}"))
             continue
-        version = _check_version(script, match["version"])
         text = read(script)
-        # Prisma orders and records migrations by folder name; the name is the history key.
-        files.append(MigrationFile("prisma", version, path.name, (version,), match["name"],
-                                   script, UpPart(text), None, text))
+        if layout == "prisma":
+            # Prisma orders and records migrations by folder name; the name is the history key.
+            version = _check_version(script, match["version"])
+            files.append(MigrationFile("prisma", version, path.name, (version,),
+                                       match["name"], script, UpPart(text), None, text))
+            continue
+        tag = match["version"].replace("-", "")
+        if tag in seen:
+            raise LayoutError(f"{script}:1: version {tag} is also used by {seen[tag]}; give "
+                              f"each migration its own version")
+        seen[tag] = script
+        # Diesel orders versions as text: digit by digit, so 10 comes before 9.
+        files.append(MigrationFile("diesel", _check_version(script, tag), tag,
+                                   tuple(int(d) for d in tag), match["name"], script,
+                                   UpPart(text), diesel_transactional(script), text))
     files.sort(key=lambda f: (f.order, f.tag))
-    return Scan("prisma", files, skipped)
+    return Scan(layout, files, skipped)
 
 
 def scan(folder: str | Path, layout: str, listing: Listing | None = None) -> Scan:
@@ -407,7 +457,8 @@ def scan(folder: str | Path, layout: str, listing: Listing | None = None) -> Sca
     if layout not in NAMES:
         raise LayoutError(f"unknown layout {layout!r}; use one of {', '.join(NAMES)}")
     seen = listing if listing is not None else Listing.of(folder)
-    return _scan_prisma(seen) if layout == "prisma" else _scan_flat(seen, layout)
+    return _scan_folders(seen, layout) if layout in _FOLDER_LAYOUTS \
+        else _scan_flat(seen, layout)
 
 
 def _head(path: Path, heads: dict[Path, bytes]) -> str:
@@ -433,6 +484,8 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
         if entry.is_dir:
             if (entry.path / "migration.sql").is_file():
                 found.add("prisma")
+            elif (entry.path / "up.sql").is_file():
+                found.add("diesel")
             continue
         if name == "migration_lock.toml":
             found.add("prisma")
@@ -470,6 +523,8 @@ def up_part(path: Path, text: str, layout: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), flyway_transactional(path, text)
     if layout in ("prisma", "golang-migrate"):
         return UpPart(text), None
+    if layout == "diesel":
+        return UpPart(text), diesel_transactional(path)
     if layout == "pgsteady":
         return UpPart(text), True
     raise LayoutError(f"unknown layout {layout!r}; use one of {', '.join(NAMES)}")

@@ -187,6 +187,8 @@ CREATE TABLE IF NOT EXISTS {} (
     "golang-migrate": "CREATE TABLE IF NOT EXISTS {} (version bigint NOT NULL PRIMARY KEY, "
                       "dirty boolean NOT NULL)",
     "dbmate": "CREATE TABLE IF NOT EXISTS {} (version varchar(128) PRIMARY KEY)",
+    "diesel": "CREATE TABLE IF NOT EXISTS {} (version varchar(50) PRIMARY KEY NOT NULL, "
+              "run_on timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)",
     "flyway": """
 CREATE TABLE IF NOT EXISTS {} (
     installed_rank integer NOT NULL PRIMARY KEY,
@@ -244,6 +246,8 @@ ON CONFLICT (version) DO UPDATE SET name = excluded.name, checksum = excluded.ch
     ("golang-migrate", "clear"): "TRUNCATE {}",
     ("dbmate", "record"): "INSERT INTO {} (version) VALUES (%(tag)s) ON CONFLICT DO NOTHING",
     ("dbmate", "forget"): "DELETE FROM {} WHERE version = %(tag)s",
+    ("diesel", "record"): "INSERT INTO {} (version) VALUES (%(tag)s) ON CONFLICT DO NOTHING",
+    ("diesel", "forget"): "DELETE FROM {} WHERE version = %(tag)s",
     ("flyway", "record"): """
 INSERT INTO {} (installed_rank, version, description, type, script, checksum, installed_by,
                 execution_time, success)

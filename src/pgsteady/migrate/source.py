@@ -39,7 +39,7 @@ log = logging.getLogger("pgsteady.migrate")
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
-_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate"}
+_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel"}
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,9 @@ class Migration:
 
     @property
     def label(self) -> str:
-        return self.path.name if self.layout != "prisma" else self.tag
+        if self.layout == "prisma":
+            return self.tag
+        return self.path.parent.name if self.layout == "diesel" else self.path.name
 
     def where(self, statement: StatementInfo) -> str:
         return f"{self.path}:{statement.line}"
@@ -313,5 +315,8 @@ def _alone_hint(layout: str) -> str:
         return "put it in its own file whose up line says '-- migrate:up transaction:false'"
     if layout == "flyway":
         return "put it in its own script with executeInTransaction=false in <script>.conf"
+    if layout == "diesel":
+        return "Diesel runs it outside a transaction only when it is alone in up.sql and " \
+               "metadata.toml says run_in_transaction = false; give it a migration of its own"
     return f"{_TOOL_NAMES.get(layout, layout)} runs it outside a transaction only when it " \
            f"is alone in its file; move it to a migration of its own"

@@ -3,7 +3,7 @@
 Whether a file runs inside a transaction decides whether ``CREATE INDEX CONCURRENTLY`` fails
 and whether a ``VALIDATE`` keeps the ``ADD``'s lock; whether the tool sets ``lock_timeout``
 decides whether a missing one is a risk; and only the Up part of a file runs. The folder
-conventions of pgsteady, Prisma, goose, golang-migrate, dbmate and Flyway live in
+conventions of pgsteady, Prisma, goose, golang-migrate, dbmate, Flyway and Diesel live in
 :mod:`pgsteady.migrate.layouts` (shared with ``pgsteady migrate``); this module adds the
 profiles lint needs beyond them (sqitch, ``alembic upgrade --sql`` output, plain psql) and
 turns a file into a :class:`~pgsteady.migrate.lint.engine.Unit`.
@@ -21,6 +21,8 @@ goose              one per file unless ``-- +goose NO TRANSACTION``;    no
 dbmate             one per file unless ``-- migrate:up transaction:false``; no
                    only the ``-- migrate:up`` section
 flyway             one per script unless ``executeInTransaction=false``  no
+diesel             one per ``up.sql`` unless its ``metadata.toml`` says   no
+                   ``run_in_transaction = false`` (then as prisma)
 sqitch             none added: ``deploy/`` scripts carry BEGIN/COMMIT    no
 alembic-sql        none added: ``alembic upgrade --sql`` writes them     no
 plain              none (``psql -f``: each statement commits)           no
@@ -40,7 +42,7 @@ from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
 from pgsteady.migrate.lint.report import FileReport, SyntaxProblem
 from pgsteady.sqltext import fill_placeholders
 
-#: Profiles lint knows; the first six are :data:`pgsteady.migrate.layouts.NAMES`.
+#: Profiles lint knows; the first seven are :data:`pgsteady.migrate.layouts.NAMES`.
 NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
 #: Profiles whose tool sets lock_timeout and statement_timeout itself.
 SETS_TIMEOUTS = frozenset({"pgsteady"})
@@ -51,6 +53,7 @@ _ALEMBIC = re.compile(r"\balembic_version\b")
 _NONTX = re.compile(r"\.(autocommit|nontx)\.")
 _UP = re.compile(r"^(?P<version>\d+)_.+\.up(\.nontx)?\.sql$")
 _UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
+_VERSION_FOLDER = re.compile(r"\d[\d-]*_")  # diesel's <version>_<name>/ around up.sql
 _OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
 
 
@@ -77,8 +80,9 @@ def detect(paths: Iterable[str]) -> Choice:
         return Choice("pgsteady", "default")
     first = given[0]
     folder = first if first.is_dir() else first.parent
-    if first.is_file() and first.name == "migration.sql":
-        folder = folder.parent  # prisma: <timestamp>_<name>/migration.sql
+    if first.is_file() and (first.name == "migration.sql" or (
+            first.name == "up.sql" and _VERSION_FOLDER.match(folder.name))):
+        folder = folder.parent  # prisma's <timestamp>_<name>/migration.sql, diesel's up.sql
     for place in (folder, *list(folder.parents)[:2]):
         if (place / "sqitch.plan").is_file():
             return Choice("sqitch", f"sqitch.plan in {place}")
@@ -121,9 +125,12 @@ def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit
     return Unit(display or str(path), filled, in_transaction, runner in SETS_TIMEOUTS, names)
 
 
-def folder_files(folder: Path, runner: str) -> list[Path] | None:
+def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
+                 ) -> list[Path] | None:
     """The files of ``folder`` that ``runner`` applies, in its order (Up files only);
-    None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql)."""
+    None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql).
+    ``.sql`` files of the folder that the tool does not run go to ``not_run`` (a data script
+    beside Diesel's folders, Flyway's repeatables): the summary names them."""
     if runner == "sqitch":
         deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
         return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
@@ -137,20 +144,25 @@ def folder_files(folder: Path, runner: str) -> list[Path] | None:
         return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
     if runner in layouts.NAMES and runner != "pgsteady":
         try:
-            return [f.path for f in layouts.scan(folder, runner).files]
+            scan = layouts.scan(folder, runner)
         except layouts.LayoutError as exc:
             raise UsageError(str(exc)) from None
+        if not_run is not None:
+            not_run += [s.path for s in scan.skipped if s.said and s.path.suffix == ".sql"
+                        and s.path.is_file()]
+        return [f.path for f in scan.files]
     return None
 
 
-def files_for(paths: Iterable[str], runner: str,
-              skipped: list[Path] | None = None) -> list[Path]:
+def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = None,
+              not_run: list[Path] | None = None) -> list[Path]:
     """Files as given; folders expanded to the files ``runner`` applies, in its order (down
-    scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`)."""
+    scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`; other
+    ``.sql`` files the runner does not run, to ``not_run``)."""
     out: list[Path] = []
     for name in paths:
         path = Path(name)
-        found = folder_files(path, runner) if path.is_dir() else None
+        found = folder_files(path, runner, not_run) if path.is_dir() else None
         if found is None:
             out += collect_files([name], skipped)
         elif not found:

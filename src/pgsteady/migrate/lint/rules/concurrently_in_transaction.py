@@ -7,7 +7,8 @@ block"). The migration fails at deploy time instead of in review. Put each such 
 its own migration file that the runner executes outside a transaction: for ``pgsteady
 migrate``, a file whose header says ``-- pgsteady: no-transaction``; goose's ``-- +goose NO
 TRANSACTION``, dbmate's ``-- migrate:up transaction:false``, Flyway's
-``executeInTransaction=false``, a Prisma or golang-migrate file holding that one statement.
+``executeInTransaction=false``, Diesel's ``run_in_transaction = false`` in ``metadata.toml``,
+a Prisma or golang-migrate file holding that one statement.
 The runner profile (``--runner``, detected from the folder) knows each tool's convention; a
 ``DO`` block is always one transaction.
 """
