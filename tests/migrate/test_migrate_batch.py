@@ -37,6 +37,36 @@ def test_a_folder_of_small_migrations_goes_in_one_message(tmp_path, db, orgs_dir
     assert history(db) == [1, 2, 3, 4, 5, 6, 7]
 
 
+@pytest.mark.parametrize("pending", [4, 1])
+def test_statement_this_servers_parser_refuses_is_named(tmp_path, db, orgs_dir, pending):
+    """The server parses a whole message before running it: a statement pglast accepts but
+    this server's parser refuses (here 'a\\' read without standard_conforming_strings, as a
+    newer major version's syntax reads on an older server) refuses the whole batch. The
+    migrations before it still commit, the error names its file:line:col, none after runs;
+    alone (one pending) it is named the same."""
+    with psycopg.connect(db, autocommit=True) as conn:
+        name = conn.info.dbname
+        conn.execute(f"ALTER DATABASE {name} SET standard_conforming_strings = off")
+    files = {"0002_a.sql": "ALTER TABLE orgs ADD COLUMN a text;\n",
+             "0003_b.sql": "UPDATE orgs SET a = 'x';\n",
+             "0004_odd.sql": "UPDATE orgs SET a = 'y';\nUPDATE orgs SET a = 'back\\';\n",
+             "0005_never.sql": "CREATE TABLE never (id int);\n"}
+    if pending == 1:
+        files = {"0004_odd.sql": files["0004_odd.sql"].replace("a = ", "name = ")}
+    write_migrations(orgs_dir, files)
+    reported: list[int] = []
+    with pytest.raises(MigrationError, match=r"0004_odd.sql:2:\d+: UPDATE failed: 42601 "
+                                             r"unterminated quoted string.*nothing of it was "
+                                             r"applied") as info:
+        apply.migrate(db, source.load_dir(orgs_dir), FAST,
+                      on_applied=lambda a: reported.append(a.version))
+    assert "0005" not in str(info.value)
+    expected = [2, 3] if pending == 4 else []
+    assert reported == expected
+    assert history(db) == [1, *expected]
+    assert columns(db, "never") == []
+
+
 def test_failure_mid_batch_keeps_the_ones_before_and_runs_none_after(tmp_path, db, orgs_dir):
     """The third of five fails: the two before it are committed and reported, nothing of the
     third stays, the last two never run, and the error names the statement's file:line:col."""

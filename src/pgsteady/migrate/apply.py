@@ -465,9 +465,12 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
                 position += len(applied)
                 if failure is None and len(batch) > 1:
                     continue
-                # alone: a no-transaction migration, or the one that failed in a batch
+                # alone: a no-transaction migration, or the one that failed in a batch (or
+                # the first of a batch the server refused to parse: none of it ran)
+                refused = isinstance(failure, send.MessageRefused)
                 one = apply_one(conn, todo[position], policy, store, watcher=watcher,
-                                first_try=failure, started=started)
+                                first_try=None if refused else failure,
+                                started=None if refused else started)
                 done.append(one)
                 if on_applied is not None:
                     on_applied(one)
@@ -629,8 +632,24 @@ def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt:
     record = store.record_sql(conn, migration, attempt.number, time.monotonic() - start)
     sent = send.send(conn, [migration], [record], lock_timeout=attempt.lock_timeout,
                      statement_timeout=policy.statement_timeout)
-    if sent.failure is not None:
+    if isinstance(sent.failure, send.MessageRefused):
+        _statement_by_statement(conn, migration, attempt, policy=policy, store=store,
+                                start=start)
+    elif sent.failure is not None:
         raise sent.failure
+
+
+def _statement_by_statement(conn: psycopg.Connection[Any], migration: Migration,
+                            attempt: Attempt, *, policy: Policy, store: history.Store,
+                            start: float) -> None:
+    """The migration in its transaction one statement at a time, as psql sends it: for one
+    whose message the server's parser refused, so the error names the statement the server
+    cannot read (a later one, or a string left open, could be where the parser stopped)."""
+    with conn.transaction():
+        _set(conn, "lock_timeout", attempt.lock_timeout, local=True)
+        _set(conn, "statement_timeout", policy.statement_timeout, local=True)
+        _run_statements(conn, migration)
+        store.record(conn, migration, attempt.number, time.monotonic() - start)
 
 
 def _autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt: Attempt, *,

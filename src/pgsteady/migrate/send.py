@@ -6,7 +6,11 @@ repeated for several migrations in one message keeps exactly what one round trip
 statement gives: every migration before a failing one has committed with its history row,
 the failing one's transaction is aborted (and rolled back here), nothing after it has run.
 Counting the results tells which statement failed and where its text began in the message,
-so PostgreSQL's error position still maps to ``file:line:col``. Each migration reads the
+so PostgreSQL's error position still maps to ``file:line:col``. The server parses the whole
+message before it runs any of it, so a statement pglast accepts but this server's parser does
+not (a newer major version's syntax) refuses the message with nothing run:
+:class:`MessageRefused`, and the caller sends the migrations again alone, statement by
+statement for the one refused. Each migration reads the
 server's clock before its COMMIT, so a batch still says how long each one took (statement
 timestamps are per message, so the history row's duration counts from the migration's own
 start, kept in a transaction-local setting, not from ``now()``).
@@ -47,6 +51,14 @@ class StatementFailed(Exception):
         self.statement = statement
         self.cause = cause
         self.sent_offset = sent_offset
+
+
+class MessageRefused(Exception):
+    """The server's parser refused the message: none of it ran (``cause``: its error)."""
+
+    def __init__(self, cause: psycopg.Error) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,8 @@ def send(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
         # cannot tell which one (psycopg changed?): the first, with the error itself
         first = migrations[0]
         return Sent(0, (), _failed(first.path.name, first.statements[0], failure, 0))
+    if reached == 0 and not isinstance(failure, psycopg.OperationalError):
+        return Sent(0, (), MessageRefused(failure))  # not even its BEGIN ran
     committed = sum(1 for c in commits if c < reached)
     number, index = owners[reached] if reached < len(owners) else (committed, _NOT_A_STATEMENT)
     if index == _NOT_A_STATEMENT:
