@@ -37,6 +37,28 @@ def test_parser_stack_limit_is_one_unparsed_warning_at_its_line():
     assert found(sql) == [(3, "unparsed-statement", "warning"), (4, "ban-vacuum-full", "error")]
 
 
+def test_long_files_read_the_same_as_short_ones():
+    """A file long enough for the fast path (parsed ahead on a thread, decoded by orjson) is
+    linted exactly as its statements are one by one, deep statements included: one past
+    orjson's nesting limit (decoded on the big-stack path), one past the standard scanner's."""
+    from pgsteady.migrate.lint import parse
+
+    deep = "CASE WHEN a > 1 THEN " * 300 + "1" + " END" * 300
+    deeper = "SELECT * FROM " + "(SELECT * FROM " * 200 + "t" + ") x" * 200
+    body = [f"ALTER TABLE t{i % 7} ADD COLUMN c{i} int NOT NULL DEFAULT {i};" for i in range(600)]
+    body[100] = f"UPDATE t SET v = {deep};"
+    body[300] = f"DELETE FROM t WHERE id IN ({deeper});"
+    body[500] = "VACUUM FULL t;"
+    sql = "\n".join(body) + "\n"
+    assert len(body) >= parse._THREAD_FROM
+    whole = found(sql)
+    alone = sorted((n + 1, rule, severity) for n, line in enumerate(body)
+                   for _, rule, severity in found(line))
+    assert sorted(whole) == alone
+    assert (101, "whole-table-write", "error") in whole
+    assert (501, "ban-vacuum-full", "error") in whole
+
+
 def test_ok_without_the_deep_statement_bad_without_it():
     """Control: the same file without the deep statement has only the VACUUM finding."""
     assert found("SELECT 1;\nVACUUM FULL t;\n") == [(2, "ban-vacuum-full", "error")]

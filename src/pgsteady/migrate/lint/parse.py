@@ -258,7 +258,7 @@ def _from_slices(text: str, pieces: Sequence[slice], wanted: Callable[[str], boo
     ascii_text = text.isascii()
     data_offset = 0  # byte offset of char_offset, advanced incrementally for non-ASCII text
     char_offset = 0
-    decode = _decode
+    decode = _fast_decode() if len(pieces) >= _THREAD_FROM else _decode
     for piece, raw in _raw_pieces(text, pieces):
         char_start = piece.start
         sql = text[piece]
@@ -308,6 +308,25 @@ def _decode(raw: str) -> Node:
     ``json.loads``' checks for surrounding whitespace (15 % of decoding a statement)."""
     tree: Node = _SCAN(raw, 0)[0]
     return tree
+
+
+def _fast_decode() -> Callable[[str], Node]:
+    """orjson's parser, for long files: it decodes pglast's JSON in half the time of the
+    standard library's scanner, which is a sixth of linting a 10,000-statement file; its
+    import (~3 ms) is not worth it for a few statements. orjson stops at 1,024 levels of
+    nesting: a statement that deep goes to :func:`_decode` (and its deep-stack path)."""
+    import orjson  # noqa: PLC0415 -- long files only
+
+    loads, too_deep = orjson.loads, orjson.JSONDecodeError
+
+    def decode(raw: str) -> Node:
+        try:
+            tree: Node = loads(raw)
+        except too_deep:
+            return _decode(raw)
+        return tree
+
+    return decode
 
 
 def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # noqa: PLR0917
