@@ -97,6 +97,23 @@ def test_diesel_run_in_transaction_false(tmp_path, capsys):
     assert found == [("up.sql", "concurrently-in-transaction")]
 
 
+def test_sql_migrate_and_tern_run_only_their_up_parts(tmp_path, capsys):
+    """sql-migrate (notransaction on the Up line) and tern (disable-tx): CONCURRENTLY there is
+    fine, and the down parts (a DROP TABLE each) are never linted."""
+    write(tmp_path / "sm", {
+        "1_a.sql": f"-- +migrate Up notransaction\n{CONCURRENT}-- +migrate Down\n"
+                   f"DROP TABLE orders;\n",
+        "2_b.sql": f"-- +migrate Up\n{CONCURRENT}-- +migrate Down\nDROP TABLE orders;\n"})
+    write(tmp_path / "tn", {
+        "001_a.sql": f"---- tern: disable-tx ----\n{CONCURRENT}"
+                     f"---- create above / drop below ----\nDROP TABLE orders;\n",
+        "002_b.sql": f"{CONCURRENT}---- create above / drop below ----\nDROP TABLE orders;\n"})
+    for folder, tool, second in (("sm", "sql-migrate", "2_b.sql"), ("tn", "tern", "002_b.sql")):
+        _, found, runner = run(capsys, str(tmp_path / folder))
+        assert runner == tool
+        assert found == [(second, "concurrently-in-transaction")]
+
+
 def test_golang_migrate_up_files_only(tmp_path, capsys):
     """golang-migrate: .up.sql files only, each a multi-statement query like Prisma's."""
     write(tmp_path, {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -122,6 +123,64 @@ def test_diesel_folders(tmp_path):
         layouts.scan(tmp_path, "diesel")
 
 
+def test_sql_migrate_files(tmp_path):
+    """sql-migrate: the Up section of any .sql with '-- +migrate Up', keyed by file name,
+    numbered names first by number (2 before 10), then the others by name; notransaction on
+    the Up line; a file without an Up line is skipped, an unknown command refused by line."""
+    write(tmp_path, {
+        "10_idx.sql": "-- +migrate Up notransaction\nCREATE INDEX CONCURRENTLY i ON t (a);\n"
+                      "-- +migrate Down\nDROP INDEX i;\n",
+        "2_init.sql": "-- a comment\n-- +migrate Up\n-- +migrate StatementBegin\n"
+                      "CREATE TABLE t (a int);\n-- +migrate StatementEnd\n\n"
+                      "-- +migrate Down\nDROP TABLE t;\n",
+        "seed.sql": "-- +migrate Up\nINSERT INTO t VALUES (1);\n",
+        "notes.sql": "select 1;\n"})
+    assert layouts.detect(tmp_path) == "sql-migrate"
+    scan = layouts.scan(tmp_path, "sql-migrate")
+    assert [f.tag for f in scan.files] == ["2_init.sql", "10_idx.sql", "seed.sql"]
+    assert [f.transactional for f in scan.files] == [True, False, True]
+    init = scan.files[0]
+    assert "DROP TABLE" not in init.up.text and init.up.first_line == 3
+    assert init.up.file_line(init.up.text.splitlines().index("CREATE TABLE t (a int);") + 1) \
+        == 4
+    assert [(s.path.name, s.reason) for s in scan.skipped] == [
+        ("notes.sql", "no '-- +migrate Up' line")]
+    with pytest.raises(LayoutError, match=r"x.sql:2: unknown sql-migrate command"):
+        layouts.sql_migrate_up(tmp_path / "x.sql", "-- +migrate Up\n-- +migrate Sideways\n")
+
+
+def test_tern_files(tmp_path):
+    """tern: what is above '---- create above / drop below ----' runs (all of a file with no
+    drop part); disable-tx leaves the transaction to the statements; files with and without
+    the mark together are one tern folder."""
+    write(tmp_path, {
+        "001_create.sql": "create table t (a int);\n\n---- create above / drop below ----\n"
+                          "\ndrop table t;\n",
+        "002_add.sql": "alter table t add column b int;\n",
+        "003_idx.sql": "---- tern: disable-tx ----\ncreate index concurrently i on t (b);\n"
+                       "---- create above / drop below ----\ndrop index i;\n"})
+    assert layouts.detect(tmp_path) == "tern"
+    scan = layouts.scan(tmp_path, "tern")
+    assert [f.tag for f in scan.files] == ["1", "2", "3"]
+    assert [f.transactional for f in scan.files] == [True, True, None]
+    assert "drop" not in scan.files[0].up.text and "drop" not in scan.files[2].up.text
+    assert scan.files[1].up.text == "alter table t add column b int;\n"
+
+
+@pytest.mark.parametrize(("mark", "tool"), [
+    ("-- //@UNDO", "MyBatis Migrations"), ("-- rambler down", "rambler"),
+    ("-- !Downs", "Play evolutions"), ("-- +migrate Down", "sql-migrate"),
+    ("---- create above / drop below ----", "tern")])
+def test_a_pgsteady_file_holding_a_rollback_part_is_refused(tmp_path, mark, tool):
+    """Read as pgsteady files, other tools' files would run their rollback right after the
+    change: such a file is refused, naming the line, before anything runs."""
+    write(tmp_path, {"20240101000000_people.sql":
+                     f"-- {tool}\nCREATE TABLE people (id int);\n\n  {mark}\nDROP TABLE people;\n"})
+    with pytest.raises(LayoutError, match=rf"20240101000000_people.sql:4: '{re.escape(mark)}' "
+                                          rf"starts a rollback part.*--layout"):
+        layouts.scan(tmp_path, "pgsteady")
+
+
 def test_flyway_versions_and_transactions(tmp_path):
     """Flyway: V1_1 is 1.1, ordered numerically; .conf and header turn transactions off."""
     write(tmp_path, {"V1__init.sql": "select 1;", "V1_1__more_things.sql": "select 2;",
@@ -147,6 +206,9 @@ def test_detect_each_layout(tmp_path):
         "prisma": {"20240101000000_a/migration.sql": "select 1;"},
         "diesel": {"2024-01-01-000000_a/up.sql": "select 1;",
                    "2024-01-01-000000_a/down.sql": "select 1;"},
+        "sql-migrate": {"1_a.sql": "-- +migrate Up\nselect 1;\n-- +migrate Down\nselect 2;"},
+        "tern": {"001_a.sql": "select 1;\n---- create above / drop below ----\nselect 2;",
+                 "002_b.sql": "select 3;"},
     }
     for name, files in cases.items():
         folder = write(tmp_path / name, files)

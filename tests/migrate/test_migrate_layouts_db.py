@@ -50,12 +50,23 @@ FOLDERS: dict[str, dict[str, str]] = {
                "2024-01-01-000002_add/down.sql": "ALTER TABLE t DROP COLUMN b;\n",
                "2024-01-01-000003_idx/up.sql": INDEX,
                "2024-01-01-000003_idx/metadata.toml": "run_in_transaction = false\n"},
+    "sql-migrate": {
+        "1_create.sql": f"-- +migrate Up\n{CREATE}\n-- +migrate Down\nDROP TABLE t;\n",
+        "2_add.sql": f"-- +migrate Up\n{ADD}-- +migrate Down\nALTER TABLE t DROP COLUMN b;\n",
+        "10_idx.sql": f"-- +migrate Up notransaction\n{INDEX}-- +migrate Down\n"
+                      f"DROP INDEX t_b;\n"},
+    "tern": {
+        "001_create.sql": f"{CREATE}\n---- create above / drop below ----\n\nDROP TABLE t;\n",
+        "002_add.sql": ADD,
+        "003_idx.sql": f"---- tern: disable-tx ----\n{INDEX}---- create above / drop below ----\n"
+                       f"DROP INDEX t_b;\n"},
 }
 PENDING = {"pgsteady": [2, 3], "goose": [20240101000002, 20240101000003],
            "golang-migrate": [2, 3], "dbmate": ["20240101000002", "20240101000003"],
            "flyway": ["1.1", "2"],
            "prisma": ["20240101000002_add", "20240101000003_idx"],
-           "diesel": ["20240101000002", "20240101000003"]}
+           "diesel": ["20240101000002", "20240101000003"],
+           "sql-migrate": ["2_add.sql", "10_idx.sql"], "tern": [2, 3]}
 
 
 def _flyway_checksum(text: str) -> int:
@@ -109,6 +120,13 @@ def _as_the_tool_left_it(conn: psycopg.Connection, tool: str, folder: Path) -> N
             (folder / "20240101000001_create/migration.sql").read_bytes()).hexdigest()
         conn.execute("INSERT INTO _prisma_migrations VALUES ('a', %s, now(), "
                      "'20240101000001_create', NULL, NULL, now(), 1)", [digest])
+    elif tool == "sql-migrate":  # sql-migrate's own table (through gorp)
+        conn.execute('CREATE TABLE IF NOT EXISTS "gorp_migrations" ("id" text not null '
+                     'primary key, "applied_at" timestamp with time zone)')
+        conn.execute("INSERT INTO gorp_migrations VALUES ('1_create.sql', now())")
+    elif tool == "tern":  # tern's own version table, one row
+        conn.execute("CREATE TABLE IF NOT EXISTS public.schema_version (version int4 not null)")
+        conn.execute("INSERT INTO public.schema_version (version) VALUES (1)")
     elif tool == "diesel":  # diesel_migrations' own DDL
         conn.execute("""CREATE TABLE IF NOT EXISTS __diesel_schema_migrations (
             version VARCHAR(50) PRIMARY KEY NOT NULL,
@@ -129,6 +147,8 @@ def _as_the_tool_reads_it(conn: psycopg.Connection, tool: str) -> list:
         "prisma": "SELECT migration_name, checksum FROM _prisma_migrations WHERE finished_at "
                   "IS NOT NULL AND rolled_back_at IS NULL ORDER BY migration_name",
         "diesel": "SELECT version FROM __diesel_schema_migrations ORDER BY version DESC",
+        "sql-migrate": "SELECT id FROM gorp_migrations ORDER BY applied_at, id",
+        "tern": "SELECT version FROM public.schema_version",
     }[tool]
     return [tuple(r) if len(r) > 1 else r[0] for r in conn.execute(query).fetchall()]
 
@@ -171,6 +191,8 @@ def test_tool_folder_applied_and_checked_against_its_table(tmp_path, db, tool):
             (n, hashlib.sha256((folder / n / "migration.sql").read_bytes()).hexdigest())
             for n in ("20240101000001_create", "20240101000002_add", "20240101000003_idx")],
         "diesel": lambda: ["20240101000003", "20240101000002", "20240101000001"],
+        "sql-migrate": lambda: ["1_create.sql", "2_add.sql", "10_idx.sql"],
+        "tern": lambda: [3],
     }[tool]()
     assert rows == expected
     after = run_cli("preflight", "--dsn", db, "--dir", str(folder), "--json",

@@ -27,8 +27,8 @@ from pgsteady.migrate.lint.report import LintReport
 from pgsteady.migrate.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
-PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sqitch, "
-            "alembic-sql, plain")
+PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
+            "tern, sqitch, alembic-sql, plain")
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from pgsteady.migrate.source import Migration
 
 SCHEMA_VERSION = 1
 # Layouts whose versions are whole numbers in their history; others are text (1.2, names).
-NUMERIC = ("pgsteady", "goose", "golang-migrate")
+NUMERIC = ("pgsteady", "goose", "golang-migrate", "tern")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

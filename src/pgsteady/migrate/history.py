@@ -2,7 +2,8 @@
 
 pgsteady's own table (``pgsteady_migrations``) and each other tool's: ``_prisma_migrations``,
 ``goose_db_version``, golang-migrate's and dbmate's ``schema_migrations`` (different columns),
-``flyway_schema_history``, ``__diesel_schema_migrations``; ``alembic_version`` is read only.
+``flyway_schema_history``, ``__diesel_schema_migrations``, sql-migrate's ``gorp_migrations``,
+tern's ``schema_version``; ``alembic_version`` is read only.
 Writing a tool's table exactly as the tool would lets a team keep its tool: after
 ``pgsteady migrate --layout goose`` the goose CLI sees the same versions applied, and
 ``pgsteady preflight`` reads what that tool applied.
@@ -32,11 +33,13 @@ DEFAULT_TABLES = {
     "pgsteady": "pgsteady_migrations", "prisma": "_prisma_migrations",
     "goose": "goose_db_version", "golang-migrate": "schema_migrations",
     "dbmate": "schema_migrations", "flyway": "flyway_schema_history",
-    "diesel": "__diesel_schema_migrations", "alembic": "alembic_version",
+    "diesel": "__diesel_schema_migrations", "sql-migrate": "gorp_migrations",
+    "tern": "schema_version", "alembic": "alembic_version",
 }
 _ORDER_BY = {"pgsteady": "version", "prisma": "started_at", "goose": "id",
              "golang-migrate": "version", "dbmate": "version", "flyway": "installed_rank",
-             "diesel": "version", "alembic": "version_num"}
+             "diesel": "version", "sql-migrate": "id", "tern": "version",
+             "alembic": "version_num"}
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,12 @@ class Store:
                 decided.add(version)
                 if r["is_applied"] and version != 0:
                     by_tag[str(version)] = Row(str(version))
+        elif self.tool == "tern":
+            for r in rows[-1:]:  # one row: the current version; it and all below are applied
+                current = int(r["version"])
+                by_tag = {m.tag: Row(m.tag) for m in migrations if m.version <= current}
+        elif self.tool == "sql-migrate":
+            by_tag = {str(r["id"]): Row(str(r["id"])) for r in rows}
         elif self.tool == "golang-migrate":
             for r in rows[-1:]:  # one row: the current version; everything below is applied
                 current = int(r["version"])
@@ -209,16 +218,16 @@ class Store:
 
     def forget(self, conn: psycopg.Connection[Any], row: Row) -> None:
         """Remove an applied version whose file is gone (``--accept`` of a missing one)."""
-        if self.tool == "golang-migrate":
-            raise UsageError("golang-migrate keeps only its current version; fix the folder "
-                             "instead (the file of that version must exist)")
+        if self.tool in ("golang-migrate", "tern"):
+            raise UsageError(f"{self.tool} keeps only its current version; fix the folder "
+                             f"instead (the file of that version must exist)")
         conn.execute(self._statement("forget"), {"version": _as_int(row.tag), "tag": row.tag})
 
     def realign(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
         """Accept the file as it is now (``--accept`` of an edited or unfinished one)."""
         if (self.tool, "realign") in queries.HISTORY_DML:
             conn.execute(self._statement("realign"), self._params(migration, 0, 0.0, True))
-        else:  # goose, dbmate, golang-migrate, diesel keep no checksum: record it applied
+        else:  # the other tools keep no checksum: record it as applied
             self.record(conn, migration, 0, 0.0)
 
 

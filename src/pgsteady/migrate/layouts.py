@@ -27,6 +27,12 @@ these names. What each tool does, and so what pgsteady does with its folder:
   unless its ``metadata.toml`` says ``run_in_transaction = false``; Diesel then sends
   ``up.sql`` as one multi-statement query, transactional as Prisma's. Hasura and other tools
   that keep ``<version>_<name>/up.sql`` folders read the same, with Diesel's history table.
+- ``sql-migrate``: any ``*.sql`` with ``-- +migrate Up`` / ``-- +migrate Down`` sections, keyed by
+  file name and ordered as sql-migrate orders them (by leading number, then by name); one
+  transaction unless the Up line says ``notransaction``.
+- ``tern``: ``<number>_<name>.sql``, the Up part being the lines above
+  ``---- create above / drop below ----``; one transaction unless the file says
+  ``---- tern: disable-tx ----`` (then sent as one multi-statement query, as Prisma's).
 
 This module imports neither psycopg nor pglast (lint imports it and must start fast).
 """
@@ -44,7 +50,8 @@ class LayoutError(ValueError):
     """A folder or file that does not follow its layout: ``file:line: what; how to fix``."""
 
 
-NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway", "diesel")
+NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway", "diesel",
+         "sql-migrate", "tern")
 MAX_VERSION = 2**63 - 1  # history tables keep versions as bigint
 _DETECT_BYTES = 65536  # markers are looked for in the first 64 KiB of a file
 
@@ -58,6 +65,13 @@ _FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
 _FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
 _GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
 _DBMATE_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
+_SQL_MIGRATE_MARK = re.compile(r"^--\s*\+migrate\s+(?P<what>\w+)(?P<options>.*)$", re.IGNORECASE)
+_SQL_MIGRATE_UP = re.compile(r"^\s*--\s*\+migrate\s+up\b", re.IGNORECASE | re.MULTILINE)
+_TERN_SPLIT = re.compile(r"^----\s*create above\s*/\s*drop below\s*----\s*$",
+                         re.IGNORECASE | re.MULTILINE)
+_TERN_NO_TX = re.compile(r"^----\s*(?:tern:\s*)?disable-tx\s*(?:----)?\s*$",
+                         re.IGNORECASE | re.MULTILINE)
+_LEADING_NUMBER = re.compile(r"^(\d+)")
 # sqlx runs a file outside a transaction when its first line is exactly this; pgsteady's
 # layout (sqlx names files the same way) and lint honour it like ``-- pgsteady: no-transaction``.
 SQLX_NO_TRANSACTION = re.compile(r"-- no-transaction[ \t]*(?:\n|$)")
@@ -198,6 +212,68 @@ def dbmate_up(path: Path, text: str) -> tuple[UpPart, bool]:
     return UpPart(_lines_between(text, up_line + 1, down_line), up_line + 1), transactional
 
 
+def sql_migrate_up(path: Path, text: str) -> tuple[UpPart, bool]:
+    """sql-migrate: the lines after ``-- +migrate Up`` up to ``-- +migrate Down``."""
+    up_line: int | None = None
+    down_line: int | None = None
+    transactional = True
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _SQL_MIGRATE_MARK.match(line.strip())
+        if match is None:
+            continue
+        what = match["what"].lower()
+        if what == "up" and up_line is None:
+            up_line = number
+            transactional = "notransaction" not in match["options"].lower()
+        elif what == "down" and down_line is None:
+            down_line = number
+        elif what not in ("up", "down", "statementbegin", "statementend"):
+            raise LayoutError(f"{path}:{number}: unknown sql-migrate command {line.strip()!r}; "
+                              f"known: Up, Down, StatementBegin, StatementEnd")
+    if up_line is None:
+        raise LayoutError(f"{path}:1: no '-- +migrate Up' line; sql-migrate needs one before "
+                          f"the Up statements")
+    if down_line is not None and down_line < up_line:
+        raise LayoutError(f"{path}:{down_line}: '-- +migrate Down' comes before "
+                          f"'-- +migrate Up'; put the Up section first")
+    return UpPart(_lines_between(text, up_line + 1, down_line), up_line + 1), transactional
+
+
+def tern_up(text: str) -> tuple[UpPart, bool | None]:
+    """tern: the lines above ``---- create above / drop below ----`` (all of a file without
+    one); in a transaction unless ``disable-tx``."""
+    split = _TERN_SPLIT.search(text)
+    up = text if split is None else text[:split.start()]
+    return UpPart(up), None if _TERN_NO_TX.search(up) else True
+
+
+# Lines after which another tool's file holds its rollback (MyBatis, rambler, Play, and the
+# layouts above): run as a pgsteady file, the rollback would run right after the change.
+_DOWN_MARK = re.compile(
+    r"^[ \t]*(?:--\s*//\s*@UNDO|--\s*rambler\s+down|(?:#\s*-*|--+)\s*(?:-+\s*)?!Downs|"
+    r"--\s*\+goose\s+down|--\s*migrate:down|--\s*\+migrate\s+down|"
+    r"----\s*create above\s*/\s*drop below\s*----).*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _refuse_down_part(path: Path, text: str) -> None:
+    """LayoutError for a pgsteady-layout file that holds another tool's rollback part."""
+    down = _DOWN_MARK.search(text)
+    if down is not None:
+        line = text.count("\n", 0, down.start()) + 1
+        raise LayoutError(f"{path}:{line}: {down[0].strip()!r} starts a rollback part, which "
+                          f"a pgsteady migration would run right after the change; pass the "
+                          f"folder's tool with --layout (one of {', '.join(NAMES[1:])}), or "
+                          f"move the rollback out of the file")
+
+
+def sql_migrate_order(name: str) -> tuple[int, ...]:
+    """sql-migrate's order: names with a leading number first, by that number, then the rest;
+    ties by name (as text, code point by code point)."""
+    number = _LEADING_NUMBER.match(name)
+    codes = tuple(ord(c) for c in name)
+    return (0, int(number[1]), *codes) if number else (1, *codes)
+
+
 def flyway_transactional(path: Path, text: str) -> bool:
     """Flyway: in a transaction unless ``executeInTransaction=false`` (header or .conf)."""
     conf = path.with_name(path.name + ".conf")
@@ -316,7 +392,8 @@ def _common_skip(entry: _Entry) -> Skipped | None:
 
 
 def _scan_flat(listing: Listing, layout: str) -> Scan:
-    """pgsteady, goose, golang-migrate, dbmate and flyway: one file per migration."""
+    """pgsteady, goose, golang-migrate, dbmate, flyway, sql-migrate and tern: one file per
+    migration."""
     folder, heads = listing.folder, listing.heads
     files: list[MigrationFile] = []
     skipped: list[Skipped] = []
@@ -363,6 +440,16 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped],
             return None
         match = _FLYWAY.match(name)
         hint = "V<version>__<description>.sql"
+    elif layout == "sql-migrate":
+        text = read(path, heads)
+        if not _SQL_MIGRATE_UP.search(text):
+            skipped.append(Skipped(path, "no '-- +migrate Up' line"))
+            return None
+        up, transactional = sql_migrate_up(path, text)
+        number = _LEADING_NUMBER.match(name)
+        version = _check_version(path, number[1]) if number else 0
+        return MigrationFile(layout, version, name, sql_migrate_order(name),
+                             name.removesuffix(".sql"), path, up, transactional, text)
     elif layout == "pgsteady":
         match = _PGSTEADY_NAME.match(name)
         hint = "<version>_<name>.sql with a whole number version, like 0001_create_orgs.sql"
@@ -393,7 +480,10 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped],
         up_part, in_transaction = dbmate_up(path, text)
     elif layout == "golang-migrate":
         up_part, in_transaction = UpPart(text), None
+    elif layout == "tern":
+        up_part, in_transaction = tern_up(text)
     else:  # pgsteady: the source reads its own header directives
+        _refuse_down_part(path, text)
         up_part, in_transaction = UpPart(text), True
     tag = match["version"] if layout == "dbmate" else str(version)
     return MigrationFile(layout, version, tag, (version,), match["name"], path, up_part,
@@ -499,8 +589,17 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
                 found.add("goose")
             elif re.search(r"^\s*--\s*migrate:up\b", head, re.IGNORECASE | re.MULTILINE):
                 found.add("dbmate")
+            elif _SQL_MIGRATE_UP.search(head):
+                found.add("sql-migrate")
+            elif _TERN_SPLIT.search(head) or _TERN_NO_TX.search(head):
+                found.add("tern")
             else:
                 found.add("pgsteady")
+        elif name.endswith(".sql") and entry.is_file and not name.startswith(".") \
+                and _SQL_MIGRATE_UP.search(_head(entry.path, seen.heads)):
+            found.add("sql-migrate")  # sql-migrate names files as it likes
+    if "tern" in found:
+        found.discard("pgsteady")  # a tern file without a down part has no mark to show
     tools = found - {"pgsteady"}
     if len(tools) > 1:
         raise LayoutError(f"{path}: cannot tell the layout, it looks like "
@@ -525,6 +624,10 @@ def up_part(path: Path, text: str, layout: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), None
     if layout == "diesel":
         return UpPart(text), diesel_transactional(path)
+    if layout == "sql-migrate":
+        return sql_migrate_up(path, text)
+    if layout == "tern":
+        return tern_up(text)
     if layout == "pgsteady":
         return UpPart(text), True
     raise LayoutError(f"unknown layout {layout!r}; use one of {', '.join(NAMES)}")

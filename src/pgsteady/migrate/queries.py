@@ -189,6 +189,9 @@ CREATE TABLE IF NOT EXISTS {} (
     "dbmate": "CREATE TABLE IF NOT EXISTS {} (version varchar(128) PRIMARY KEY)",
     "diesel": "CREATE TABLE IF NOT EXISTS {} (version varchar(50) PRIMARY KEY NOT NULL, "
               "run_on timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    "sql-migrate": "CREATE TABLE IF NOT EXISTS {} (id text NOT NULL PRIMARY KEY, "
+                   "applied_at timestamp with time zone)",
+    "tern": "CREATE TABLE IF NOT EXISTS {} (version int4 NOT NULL)",
     "flyway": """
 CREATE TABLE IF NOT EXISTS {} (
     installed_rank integer NOT NULL PRIMARY KEY,
@@ -217,7 +220,9 @@ CREATE TABLE IF NOT EXISTS {} (
 
 # Tool -> statements run after the table is created (goose starts its history at version 0).
 HISTORY_SEED: dict[str, LiteralString] = {"goose": "INSERT INTO {} (version_id, is_applied) "
-                         "SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM {})"}
+                         "SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM {})",
+                         "tern": "INSERT INTO {} (version) SELECT 0 WHERE NOT EXISTS "
+                                 "(SELECT 1 FROM {})"}
 
 # Milliseconds since this try began: a migration sent in a message records its own duration
 # (now() is when the message arrived, the same for every migration in it).
@@ -248,6 +253,10 @@ ON CONFLICT (version) DO UPDATE SET name = excluded.name, checksum = excluded.ch
     ("dbmate", "forget"): "DELETE FROM {} WHERE version = %(tag)s",
     ("diesel", "record"): "INSERT INTO {} (version) VALUES (%(tag)s) ON CONFLICT DO NOTHING",
     ("diesel", "forget"): "DELETE FROM {} WHERE version = %(tag)s",
+    ("sql-migrate", "record"): "INSERT INTO {} (id, applied_at) VALUES (%(tag)s, now()) "
+                               "ON CONFLICT DO NOTHING",
+    ("sql-migrate", "forget"): "DELETE FROM {} WHERE id = %(tag)s",
+    ("tern", "record"): "UPDATE {} SET version = %(version)s",
     ("flyway", "record"): """
 INSERT INTO {} (installed_rank, version, description, type, script, checksum, installed_by,
                 execution_time, success)

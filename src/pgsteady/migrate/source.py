@@ -39,7 +39,8 @@ log = logging.getLogger("pgsteady.migrate")
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
-_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel"}
+_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel",
+               "tern": "tern"}
 
 
 @dataclass(frozen=True)
@@ -315,6 +316,11 @@ def _alone_hint(layout: str) -> str:
         return "put it in its own file whose up line says '-- migrate:up transaction:false'"
     if layout == "flyway":
         return "put it in its own script with executeInTransaction=false in <script>.conf"
+    if layout == "sql-migrate":
+        return "put it in its own file whose up line says '-- +migrate Up notransaction'"
+    if layout == "tern":
+        return "tern runs it outside a transaction only when it is alone in a file that says " \
+               "'---- tern: disable-tx ----'; give it a migration of its own"
     if layout == "diesel":
         return "Diesel runs it outside a transaction only when it is alone in up.sql and " \
                "metadata.toml says run_in_transaction = false; give it a migration of its own"

@@ -14,8 +14,8 @@ Every key is optional::
                                       # -- pgsteady: no-transaction (psql, Flyway: false)
     large_table = 1000000             # rows; with --dsn, bigger tables turn warnings to errors
     runner = "auto"                   # how files are run: pgsteady, prisma, goose, golang-migrate,
-                                      # dbmate, flyway, diesel, sqitch, alembic-sql, plain,
-                                      # or auto
+                                      # dbmate, flyway, diesel, sql-migrate, tern, sqitch,
+                                      # alembic-sql, plain, or auto
                                       # (detected from the folder's layout)
 
 The defaults describe files run by ``pgsteady migrate``. An unknown key or rule id is a usage

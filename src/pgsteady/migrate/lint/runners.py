@@ -3,7 +3,8 @@
 Whether a file runs inside a transaction decides whether ``CREATE INDEX CONCURRENTLY`` fails
 and whether a ``VALIDATE`` keeps the ``ADD``'s lock; whether the tool sets ``lock_timeout``
 decides whether a missing one is a risk; and only the Up part of a file runs. The folder
-conventions of pgsteady, Prisma, goose, golang-migrate, dbmate, Flyway and Diesel live in
+conventions of pgsteady, Prisma, goose, golang-migrate, dbmate, Flyway, Diesel, sql-migrate
+and tern live in
 :mod:`pgsteady.migrate.layouts` (shared with ``pgsteady migrate``); this module adds the
 profiles lint needs beyond them (sqitch, ``alembic upgrade --sql`` output, plain psql) and
 turns a file into a :class:`~pgsteady.migrate.lint.engine.Unit`.
@@ -23,6 +24,10 @@ dbmate             one per file unless ``-- migrate:up transaction:false``; no
 flyway             one per script unless ``executeInTransaction=false``  no
 diesel             one per ``up.sql`` unless its ``metadata.toml`` says   no
                    ``run_in_transaction = false`` (then as prisma)
+sql-migrate        one per file unless ``-- +migrate Up notransaction``; no
+                   only the ``-- +migrate Up`` section
+tern               one per file unless ``---- tern: disable-tx ----``   no
+                   (then as prisma); only what is above the drop part
 sqitch             none added: ``deploy/`` scripts carry BEGIN/COMMIT    no
 alembic-sql        none added: ``alembic upgrade --sql`` writes them     no
 plain              none (``psql -f``: each statement commits)           no
@@ -42,7 +47,7 @@ from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
 from pgsteady.migrate.lint.report import FileReport, SyntaxProblem
 from pgsteady.sqltext import fill_placeholders
 
-#: Profiles lint knows; the first seven are :data:`pgsteady.migrate.layouts.NAMES`.
+#: Profiles lint knows; the first nine are :data:`pgsteady.migrate.layouts.NAMES`.
 NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
 #: Profiles whose tool sets lock_timeout and statement_timeout itself.
 SETS_TIMEOUTS = frozenset({"pgsteady"})

@@ -8,7 +8,8 @@ its own migration file that the runner executes outside a transaction: for ``pgs
 migrate``, a file whose header says ``-- pgsteady: no-transaction``; goose's ``-- +goose NO
 TRANSACTION``, dbmate's ``-- migrate:up transaction:false``, Flyway's
 ``executeInTransaction=false``, Diesel's ``run_in_transaction = false`` in ``metadata.toml``,
-a Prisma or golang-migrate file holding that one statement.
+sql-migrate's ``-- +migrate Up notransaction``, tern's ``---- tern: disable-tx ----``, a Prisma
+or golang-migrate file holding that one statement.
 The runner profile (``--runner``, detected from the folder) knows each tool's convention; a
 ``DO`` block is always one transaction.
 """
