@@ -230,3 +230,46 @@ def test_alembic_version_is_read(db):
         assert sorted(store.applied(conn)) == ["27c6a30d7c24", "ae1027a6acf"]
         with pytest.raises(UsageError, match="never writes it"):
             store.ensure(conn)
+
+
+def test_a_goose_no_transaction_file_of_several_statements_runs_in_steps(
+        tmp_path, db, pgsteady_lock_holder):
+    """goose runs a NO TRANSACTION file statement by statement, each committing on its own:
+    so does migrate. A step waiting on a lock is retried without running the steps before it
+    again; a failing step says the ones before it stay applied, and its version is not
+    recorded until the file runs to its end."""
+    import dataclasses
+    import threading
+
+    from migrate_helpers import FAST
+
+    from pgsteady.errors import MigrationError
+    from pgsteady.migrate import apply, source
+
+    folder = _write(tmp_path / "goose", {
+        "001_t.sql": "-- +goose Up\nCREATE TABLE t (a int, b int);\nCREATE TABLE steps (n int);\n",
+        "002_idx.sql": "-- +goose NO TRANSACTION\n-- +goose Up\nINSERT INTO steps VALUES (1);\n"
+                       "CREATE INDEX CONCURRENTLY IF NOT EXISTS t_a ON t (a);\n"
+                       "CREATE INDEX CONCURRENTLY IF NOT EXISTS t_b ON t (nope);\n"
+                       "-- +goose Down\nDROP INDEX t_a;\n"})
+    with pytest.raises(MigrationError, match=r"002_idx.sql:5: CREATE INDEX CONCURRENTLY "
+                                             r"failed: 42703.*\(statements 1-2 of 3 in this "
+                                             r"file ran before it and stay applied, each on "
+                                             r"its own as goose runs them"):
+        apply.migrate(db, source.load_dir(folder), FAST)
+    assert columns(db, "t_a") == ["a"]
+    with psycopg.connect(db) as conn:
+        assert _as_the_tool_reads_it(conn, "goose") == [0, 1]  # 2 not recorded
+        conn.execute("DELETE FROM steps")
+        conn.commit()
+    (folder / "002_idx.sql").write_text((folder / "002_idx.sql").read_text()
+                                        .replace("(nope)", "(b)"))
+    holder = pgsteady_lock_holder(db, "t", "SHARE", application_name="steps-writer")
+    threading.Timer(0.5, holder.release).start()  # the second step waits, the first does not
+    done = apply.migrate(db, source.load_dir(folder), dataclasses.replace(FAST, retry_budget=5),
+                         check_first=False)
+    assert [(a.version, a.tries > 1) for a in done] == [(2, True)]
+    assert columns(db, "t_b") == ["b"]
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM steps").fetchone()[0] == 1  # ran once
+        assert _as_the_tool_reads_it(conn, "goose") == [0, 1, 2]

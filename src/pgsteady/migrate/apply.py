@@ -31,7 +31,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
@@ -39,7 +39,7 @@ from psycopg import sql
 from psycopg.errors import DeadlockDetected, LockNotAvailable, QueryCanceled
 
 from pgsteady.errors import CannotConnect, MigrationBlocked, MigrationError, UsageError
-from pgsteady.migrate import history, preflight, queries, send, status
+from pgsteady.migrate import history, preflight, queries, send, source, status
 from pgsteady.migrate.send import StatementFailed
 from pgsteady.migrate.source import Migration
 from pgsteady.migrate.watch import BlockerWatch, server_pid
@@ -526,6 +526,8 @@ def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Polic
     With a ``watcher`` on ``conn``'s backend, a failed try names the sessions seen in its
     way; without one (or if it saw none), those the analysis predicts. ``first_try``: its
     first try, begun at ``started``, was made in a batch (:func:`apply_batch`) and failed."""
+    if not migration.transactional and len(migration.parts) > 1:
+        return _apply_in_steps(conn, migration, policy, store, watcher=watcher)
     start = time.monotonic() if started is None else started
     step = _transactional if migration.transactional else _autocommit
 
@@ -568,6 +570,50 @@ def apply_one(conn: psycopg.Connection[Any], migration: Migration, policy: Polic
     seconds = time.monotonic() - start
     log.info("applied %s in %.0f ms (%d tries)", migration.label, seconds * 1000, tries)
     return Applied(migration.version, migration.name, tries, seconds, migration.tag)
+
+
+class _Unrecorded(history.Store):
+    """The history of a step that is not the last of its migration: nothing to write."""
+
+    def start(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
+        pass
+
+    def unstart(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
+        pass
+
+    def record(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
+               seconds: float) -> None:
+        pass
+
+
+def _apply_in_steps(conn: psycopg.Connection[Any], migration: Migration, policy: Policy,
+                    store: history.Store, *, watcher: BlockerWatch | None) -> Applied:
+    """A no-transaction file of several statements, run as its tool runs it (goose, Flyway,
+    sql-migrate: statement by statement, each committing on its own): each statement is a
+    step with its own lock retries (and invalid-index cleanup), the history row is written
+    with the last. A failed step never reruns the ones before it; its error says they stay
+    applied, as they would with the tool."""
+    start = time.monotonic()
+    tries = 0
+    last = len(migration.parts) - 1
+    unrecorded = _Unrecorded(store.tool, store.schema, store.table)
+    for number, part in enumerate(migration.parts):
+        step = replace(migration, parts=(part,))
+        try:
+            done = apply_one(conn, step, policy, store if number == last else unrecorded,
+                             watcher=watcher)
+        except MigrationError as exc:
+            if number == 0:
+                raise
+            tool = source.tool_name(migration.layout)
+            ran = "statement 1" if number == 1 else f"statements 1-{number}"
+            raise type(exc)(f"{exc} ({ran} of {last + 1} in this file ran before it and stay "
+                            f"applied, each on its own as {tool} runs them; a rerun runs "
+                            f"them again, so they must be safe to repeat, like IF NOT "
+                            f"EXISTS)") from exc.__cause__
+        tries = max(tries, done.tries)  # the most any step needed
+    return Applied(migration.version, migration.name, tries, time.monotonic() - start,
+                   migration.tag)
 
 
 def _invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> str | None:

@@ -39,6 +39,9 @@ log = logging.getLogger("pgsteady.migrate")
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
+#: Layouts whose tool runs a no-transaction file statement by statement, each committing on its
+#: own (goose, Flyway, sql-migrate): such a file may hold several statements, applied in steps.
+STEPWISE = frozenset({"goose", "flyway", "sql-migrate"})
 _TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel",
                "tern": "tern"}
 
@@ -302,11 +305,16 @@ def _check_statements(path: Path, parts: Iterable[Part],
             raise BadMigration(
                 f"{path}:{statement.line}: CREATE INDEX CONCURRENTLY needs an index name, so "
                 f"an invalid index left by a failed try can be found and dropped; name it")
-    if not transactional and len(parts) != 1:
+    if not transactional and len(parts) != 1 and layout not in STEPWISE:
         raise BadMigration(
             f"{path}:{parts[1].line if len(parts) > 1 else 1}: a "
             f"'{NO_TRANSACTION}' migration must hold exactly one statement, so a failure cannot "
             f"leave part of it applied; split it into one file per statement")
+
+
+def tool_name(layout: str) -> str:
+    """The layout's tool as people write it (Prisma, Flyway, goose)."""
+    return {"flyway": "Flyway", **_TOOL_NAMES}.get(layout, layout)
 
 
 def _alone_hint(layout: str) -> str:
@@ -324,5 +332,5 @@ def _alone_hint(layout: str) -> str:
     if layout == "diesel":
         return "Diesel runs it outside a transaction only when it is alone in up.sql and " \
                "metadata.toml says run_in_transaction = false; give it a migration of its own"
-    return f"{_TOOL_NAMES.get(layout, layout)} runs it outside a transaction only when it " \
+    return f"{tool_name(layout)} runs it outside a transaction only when it " \
            f"is alone in its file; move it to a migration of its own"
