@@ -96,14 +96,17 @@ def test_diesel_folders(tmp_path):
                      "2024-01-02-000000_concurrent/metadata.toml": "run_in_transaction = false\n",
                      "2024-01-01-000000_init/up.sql": "select 1;",
                      "2024-01-01-000000_init/metadata.toml": "run_in_transaction = true\n",
+                     "2024-01-04-000000_no_key/up.sql": "select 4;",
+                     "2024-01-04-000000_no_key/metadata.toml": "reason = 'no key: false'\n",
                      "9_short/up.sql": "select 9;", "10_longer/up.sql": "select 10;",
                      ".keep": "", "README.md": "x", "2024-01-03-000000_empty/down.sql": "x",
                      "data_seed.sql": "insert into t values (1);"})
     scan = layouts.scan(tmp_path, "diesel")
     assert [f.tag for f in scan.files] == ["00000000000000", "10", "20240101000000",
-                                           "20240102000000", "9"]
+                                           "20240102000000", "20240104000000", "9"]
     assert [f.name for f in scan.files][2:4] == ["init", "concurrent"]
-    assert [f.transactional for f in scan.files] == [True, True, True, None, True]
+    # a metadata.toml without the key reads as false, as Diesel (serde) reads it
+    assert [f.transactional for f in scan.files] == [True, True, True, None, None, True]
     assert all(f.path.name == "up.sql" for f in scan.files)
     reasons = {s.path.name: s.reason for s in scan.skipped if s.said}
     assert "Diesel migrations are folders <version>_<name>/up.sql" in reasons["README.md"]
@@ -124,9 +127,9 @@ def test_diesel_folders(tmp_path):
 
 
 def test_sql_migrate_files(tmp_path):
-    """sql-migrate: the Up section of any .sql with '-- +migrate Up', keyed by file name,
-    numbered names first by number (2 before 10), then the others by name; notransaction on
-    the Up line; a file without an Up line is skipped, an unknown command refused by line."""
+    """sql-migrate: the Up sections of any .sql with '-- +migrate Up/Down' lines, keyed by
+    file name, numbered names first by number (2 before 10), then the others by name;
+    notransaction on an Up line; a file without those lines is skipped."""
     write(tmp_path, {
         "10_idx.sql": "-- +migrate Up notransaction\nCREATE INDEX CONCURRENTLY i ON t (a);\n"
                       "-- +migrate Down\nDROP INDEX i;\n",
@@ -139,32 +142,56 @@ def test_sql_migrate_files(tmp_path):
     scan = layouts.scan(tmp_path, "sql-migrate")
     assert [f.tag for f in scan.files] == ["2_init.sql", "10_idx.sql", "seed.sql"]
     assert [f.transactional for f in scan.files] == [True, False, True]
-    init = scan.files[0]
-    assert "DROP TABLE" not in init.up.text and init.up.first_line == 3
-    assert init.up.file_line(init.up.text.splitlines().index("CREATE TABLE t (a int);") + 1) \
-        == 4
+    lines = scan.files[0].up.text.splitlines()
+    assert "DROP TABLE t;" not in lines and lines.index("CREATE TABLE t (a int);") + 1 == 4
     assert [(s.path.name, s.reason) for s in scan.skipped] == [
-        ("notes.sql", "no '-- +migrate Up' line")]
-    with pytest.raises(LayoutError, match=r"x.sql:2: unknown sql-migrate command"):
-        layouts.sql_migrate_up(tmp_path / "x.sql", "-- +migrate Up\n-- +migrate Sideways\n")
+        ("notes.sql", "no '-- +migrate Up' or '-- +migrate Down' line")]
+
+
+def test_sql_migrate_reads_its_marks_as_sql_migrate_does(tmp_path):
+    """Every Up section runs (a second one after a Down too), a Down may come first, marks
+    count only exactly as sql-migrate writes them, and a file of marks alone is empty."""
+    up, transactional = layouts.sql_migrate_up(tmp_path / "1_x.sql", (
+        "-- +migrate Down\nDROP TABLE b;\n-- +migrate Up\nCREATE TABLE a (i int);\n"
+        "-- +migrate Down\nDROP TABLE a;\n-- +migrate Up notransaction\n"
+        "CREATE TABLE b (i int);\n  -- +migrate Down\n-- +migrate up\nSELECT 1;\n"))
+    assert [line for line in up.text.splitlines() if line] == [
+        "CREATE TABLE a (i int);", "CREATE TABLE b (i int);", "  -- +migrate Down", "SELECT 1;"]
+    assert up.text.splitlines()[3] == "CREATE TABLE a (i int);"  # line 4 of the file
+    assert transactional is False
+    empty, _ = layouts.sql_migrate_up(tmp_path / "2_y.sql", "-- +migrate Up\n-- +migrate Down\n")
+    assert not empty.text.strip()
+    with pytest.raises(LayoutError, match=r"3_z.sql:1: no '-- \+migrate Up' or "):
+        layouts.sql_migrate_up(tmp_path / "3_z.sql", "-- +migrate up\nSELECT 1;\n")
 
 
 def test_tern_files(tmp_path):
-    """tern: what is above '---- create above / drop below ----' runs (all of a file with no
-    drop part); disable-tx leaves the transaction to the statements; files with and without
-    the mark together are one tern folder."""
+    """tern: the text before '---- create above / drop below ----' runs (all of a file with no
+    drop part), split where tern splits, wherever it is; only tern's exact disable-tx line
+    turns the transaction off; files with and without the mark together are one tern
+    folder, numbered without gaps."""
     write(tmp_path, {
         "001_create.sql": "create table t (a int);\n\n---- create above / drop below ----\n"
                           "\ndrop table t;\n",
         "002_add.sql": "alter table t add column b int;\n",
         "003_idx.sql": "---- tern: disable-tx ----\ncreate index concurrently i on t (b);\n"
-                       "---- create above / drop below ----\ndrop index i;\n"})
+                       "---- create above / drop below ----\ndrop index i;\n",
+        "004_indented.sql": "create table u (a int);\n  ---- create above / drop below ----\n"
+                            "drop table u;\n",
+        "005_other_case.sql": "---- disable-tx ----\ncreate table v (a int);\n"
+                              "---- CREATE ABOVE / DROP BELOW ----\ncreate table w (a int);\n"})
     assert layouts.detect(tmp_path) == "tern"
     scan = layouts.scan(tmp_path, "tern")
-    assert [f.tag for f in scan.files] == ["1", "2", "3"]
-    assert [f.transactional for f in scan.files] == [True, True, None]
+    assert [f.tag for f in scan.files] == ["1", "2", "3", "4", "5"]
+    assert [f.transactional for f in scan.files] == [True, True, False, True, True]
     assert "drop" not in scan.files[0].up.text and "drop" not in scan.files[2].up.text
+    assert "drop" not in scan.files[3].up.text
+    assert "create table w" in scan.files[4].up.text  # not tern's mark: all of it runs
     assert scan.files[1].up.text == "alter table t add column b int;\n"
+    (tmp_path / "002_add.sql").rename(tmp_path / "007_add.sql")
+    with pytest.raises(LayoutError, match=r"003_idx.sql:1: tern numbers migrations 1, 2, 3... "
+                                          r"without gaps, and 2 is missing"):
+        layouts.scan(tmp_path, "tern")
 
 
 @pytest.mark.parametrize(("mark", "tool"), [

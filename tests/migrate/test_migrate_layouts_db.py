@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from pathlib import Path
 
@@ -58,8 +59,9 @@ FOLDERS: dict[str, dict[str, str]] = {
     "tern": {
         "001_create.sql": f"{CREATE}\n---- create above / drop below ----\n\nDROP TABLE t;\n",
         "002_add.sql": ADD,
-        "003_idx.sql": f"---- tern: disable-tx ----\n{INDEX}---- create above / drop below ----\n"
-                       f"DROP INDEX t_b;\n"},
+        "003_idx.sql": f"---- tern: disable-tx ----\n{INDEX}"
+                       f"CREATE INDEX CONCURRENTLY t_a ON t (a);\n"  # tern splits, one by one
+                       f"---- create above / drop below ----\nDROP INDEX t_b;\n"},
 }
 PENDING = {"pgsteady": [2, 3], "goose": [20240101000002, 20240101000003],
            "golang-migrate": [2, 3], "dbmate": ["20240101000002", "20240101000003"],
@@ -273,3 +275,30 @@ def test_a_goose_no_transaction_file_of_several_statements_runs_in_steps(
     with psycopg.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM steps").fetchone()[0] == 1  # ran once
         assert _as_the_tool_reads_it(conn, "goose") == [0, 1, 2]
+
+
+def test_empty_migrations_are_recorded_and_a_tern_version_without_a_file_is_named(tmp_path, db):
+    """Other tools record a migration whose Up part is empty: so does migrate. A tern
+    database ahead of its folder has its current version named as applied without a file,
+    not taken for up to date."""
+    from pgsteady.migrate import apply, history, source
+
+    folder = _write(tmp_path / "goose", {
+        "001_t.sql": "-- +goose Up\nCREATE TABLE t (a int);\n",
+        "002_nothing.sql": "-- +goose Up\n-- nothing to do here\n-- +goose Down\nSELECT 1;\n",
+        "003_u.sql": "-- +goose Up\nCREATE TABLE u (a int);\n"})
+    done = apply.migrate(db, source.load_dir(folder), apply.Policy())
+    assert [a.version for a in done] == [1, 2, 3]
+    with psycopg.connect(db) as conn:
+        assert _as_the_tool_reads_it(conn, "goose") == [0, 1, 2, 3]
+    tern = _write(tmp_path / "tern", {"001_a.sql": "CREATE TABLE a (i int);\n"})
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_version (version int4 NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (4)")
+        applied = history.Store("tern").applied(conn, source.load_dir(tern))
+    assert sorted(applied) == ["1", "4"]
+    status = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--status", "--layout", "tern")
+    assert re.search(r"^\s*4\s+missing\s+\(applied, no file in the folder\)", status.stdout,
+                     re.MULTILINE), status.stdout
+    refused = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--layout", "tern")
+    assert refused.returncode != 0 and "nothing to apply" not in refused.stdout

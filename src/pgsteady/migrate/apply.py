@@ -450,8 +450,10 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
         watcher = BlockerWatch(watch_connect, server_pid(conn)) if watch_connect else None
         with watcher or nullcontext():
             position = 0
+            alone_until = 0  # after a batch the server refused to parse: one at a time
             while position < len(todo):  # each round applies one migration at least, or raises
-                batch = next_batch(todo, position)
+                batch = next_batch(todo, position) if position >= alone_until \
+                    else todo[position:position + 1]
                 applied: list[Applied] = []
                 failure: BaseException | None = None
                 started = time.monotonic()
@@ -468,6 +470,8 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
                 # alone: a no-transaction migration, or the one that failed in a batch (or
                 # the first of a batch the server refused to parse: none of it ran)
                 refused = isinstance(failure, send.MessageRefused)
+                if refused:
+                    alone_until = position + len(batch)
                 one = apply_one(conn, todo[position], policy, store, watcher=watcher,
                                 first_try=None if refused else failure,
                                 started=None if refused else started)

@@ -114,6 +114,8 @@ class Store:
             for r in rows[-1:]:  # one row: the current version; it and all below are applied
                 current = int(r["version"])
                 by_tag = {m.tag: Row(m.tag) for m in migrations if m.version <= current}
+                if current > 0:  # named even when no file has it (a folder behind the database)
+                    by_tag.setdefault(str(current), Row(str(current)))
         elif self.tool == "sql-migrate":
             by_tag = {str(r["id"]): Row(str(r["id"])) for r in rows}
         elif self.tool == "golang-migrate":

@@ -27,12 +27,14 @@ these names. What each tool does, and so what pgsteady does with its folder:
   unless its ``metadata.toml`` says ``run_in_transaction = false``; Diesel then sends
   ``up.sql`` as one multi-statement query, transactional as Prisma's. Hasura and other tools
   that keep ``<version>_<name>/up.sql`` folders read the same, with Diesel's history table.
-- ``sql-migrate``: any ``*.sql`` with ``-- +migrate Up`` / ``-- +migrate Down`` sections, keyed by
-  file name and ordered as sql-migrate orders them (by leading number, then by name); one
-  transaction unless the Up line says ``notransaction``.
-- ``tern``: ``<number>_<name>.sql``, the Up part being the lines above
-  ``---- create above / drop below ----``; one transaction unless the file says
-  ``---- tern: disable-tx ----`` (then sent as one multi-statement query, as Prisma's).
+- ``sql-migrate``: any ``*.sql`` with ``-- +migrate Up`` / ``-- +migrate Down`` lines (exactly so,
+  at the start of a line); every Up section runs, keyed by file name and ordered as
+  sql-migrate orders them (by leading number, then by name); one transaction unless an Up line
+  says ``notransaction`` (then statement by statement).
+- ``tern``: ``<number>_<name>.sql`` numbered 1, 2, 3... without gaps; what comes before
+  ``---- create above / drop below ----`` runs (the text exactly, wherever it is, as tern
+  splits); one transaction unless that part has the line ``---- tern: disable-tx ----`` (then
+  statement by statement).
 
 This module imports neither psycopg nor pglast (lint imports it and must start fast).
 """
@@ -65,12 +67,12 @@ _FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
 _FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
 _GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
 _DBMATE_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
-_SQL_MIGRATE_MARK = re.compile(r"^--\s*\+migrate\s+(?P<what>\w+)(?P<options>.*)$", re.IGNORECASE)
-_SQL_MIGRATE_UP = re.compile(r"^\s*--\s*\+migrate\s+up\b", re.IGNORECASE | re.MULTILINE)
-_TERN_SPLIT = re.compile(r"^----\s*create above\s*/\s*drop below\s*----\s*$",
-                         re.IGNORECASE | re.MULTILINE)
-_TERN_NO_TX = re.compile(r"^----\s*(?:tern:\s*)?disable-tx\s*(?:----)?\s*$",
-                         re.IGNORECASE | re.MULTILINE)
+# sql-migrate and tern match their marks exactly (case, spacing): so does pgsteady.
+_SQL_MIGRATE_PREFIX = "-- +migrate "
+_SQL_MIGRATE_UP = re.compile(r"^-- \+migrate Up(?:[ \t]|$)", re.MULTILINE)
+_SQL_MIGRATE_ANY = re.compile(r"^-- \+migrate (?:Up|Down)(?:[ \t]|$)", re.MULTILINE)
+_TERN_SPLIT = "---- create above / drop below ----"
+_TERN_NO_TX = re.compile(r"^---- tern: disable-tx ----$", re.MULTILINE)
 _LEADING_NUMBER = re.compile(r"^(\d+)")
 # sqlx runs a file outside a transaction when its first line is exactly this; pgsteady's
 # layout (sqlx names files the same way) and lint honour it like ``-- pgsteady: no-transaction``.
@@ -213,38 +215,38 @@ def dbmate_up(path: Path, text: str) -> tuple[UpPart, bool]:
 
 
 def sql_migrate_up(path: Path, text: str) -> tuple[UpPart, bool]:
-    """sql-migrate: the lines after ``-- +migrate Up`` up to ``-- +migrate Down``."""
-    up_line: int | None = None
-    down_line: int | None = None
+    """sql-migrate: every line of every ``-- +migrate Up`` section (up to the next ``Up`` or
+    ``Down`` line), the rest blanked so lines keep their numbers; ``notransaction`` on an Up
+    line turns the transaction off. Other ``-- +migrate`` commands only group statements."""
+    kept: list[str] = []
+    direction = None
     transactional = True
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = _SQL_MIGRATE_MARK.match(line.strip())
-        if match is None:
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\r\n")
+        if bare.startswith(_SQL_MIGRATE_PREFIX):
+            fields = bare[len(_SQL_MIGRATE_PREFIX):].split()
+            if not fields:
+                raise LayoutError(f"{path}:{len(kept) + 1}: incomplete sql-migrate command "
+                                  f"{bare!r}; write -- +migrate Up or -- +migrate Down")
+            if fields[0] in ("Up", "Down"):
+                direction = fields[0]
+                transactional = transactional and not (
+                    direction == "Up" and "notransaction" in fields[1:])
+            kept.append("\n" if line.endswith("\n") else "")
             continue
-        what = match["what"].lower()
-        if what == "up" and up_line is None:
-            up_line = number
-            transactional = "notransaction" not in match["options"].lower()
-        elif what == "down" and down_line is None:
-            down_line = number
-        elif what not in ("up", "down", "statementbegin", "statementend"):
-            raise LayoutError(f"{path}:{number}: unknown sql-migrate command {line.strip()!r}; "
-                              f"known: Up, Down, StatementBegin, StatementEnd")
-    if up_line is None:
-        raise LayoutError(f"{path}:1: no '-- +migrate Up' line; sql-migrate needs one before "
-                          f"the Up statements")
-    if down_line is not None and down_line < up_line:
-        raise LayoutError(f"{path}:{down_line}: '-- +migrate Down' comes before "
-                          f"'-- +migrate Up'; put the Up section first")
-    return UpPart(_lines_between(text, up_line + 1, down_line), up_line + 1), transactional
+        kept.append(line if direction == "Up" else "\n" if line.endswith("\n") else "")
+    if direction is None:
+        raise LayoutError(f"{path}:1: no '-- +migrate Up' or '-- +migrate Down' line; "
+                          f"sql-migrate refuses such a file")
+    return UpPart("".join(kept)), transactional
 
 
-def tern_up(text: str) -> tuple[UpPart, bool | None]:
-    """tern: the lines above ``---- create above / drop below ----`` (all of a file without
-    one); in a transaction unless ``disable-tx``."""
-    split = _TERN_SPLIT.search(text)
-    up = text if split is None else text[:split.start()]
-    return UpPart(up), None if _TERN_NO_TX.search(up) else True
+def tern_up(text: str) -> tuple[UpPart, bool]:
+    """tern: the text before ``---- create above / drop below ----`` (all of a file without
+    it), in a transaction unless it has the line ``---- tern: disable-tx ----``."""
+    at = text.find(_TERN_SPLIT)
+    up = text if at < 0 else text[:at]
+    return UpPart(up), _TERN_NO_TX.search(up) is None
 
 
 # Lines after which another tool's file holds its rollback (MyBatis, rambler, Play, and the
@@ -252,7 +254,7 @@ def tern_up(text: str) -> tuple[UpPart, bool | None]:
 _DOWN_MARK = re.compile(
     r"^[ \t]*(?:--\s*//\s*@UNDO|--\s*rambler\s+down|(?:#\s*-*|--+)\s*(?:-+\s*)?!Downs|"
     r"--\s*\+goose\s+down|--\s*migrate:down|--\s*\+migrate\s+down|"
-    r"----\s*create above\s*/\s*drop below\s*----).*$", re.IGNORECASE | re.MULTILINE)
+    r".*---- create above / drop below ----).*$", re.IGNORECASE | re.MULTILINE)
 
 
 def _refuse_down_part(path: Path, text: str) -> None:
@@ -304,9 +306,10 @@ def diesel_transactional(script: Path) -> bool | None:
     try:
         settings = tomllib.loads(metadata.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise LayoutError(f"{metadata}:1: cannot read it as TOML ({exc}); fix the file") \
-            from None
-    value = settings.get("run_in_transaction", True)
+        raise LayoutError(f"{metadata}:1: cannot read it as TOML ({exc}); fix the file (Diesel "
+                          f"would ignore it and run the migration in a transaction)") from None
+    # Diesel reads a metadata.toml without the key as false (serde's default for a bool)
+    value = settings.get("run_in_transaction", False)
     if not isinstance(value, bool):
         raise LayoutError(f"{metadata}:1: run_in_transaction must be true or false, not "
                           f"{value!r}; fix the file")
@@ -417,6 +420,12 @@ def _scan_flat(listing: Listing, layout: str) -> Scan:
         seen[found.tag] = path
         files.append(found)
     files.sort(key=lambda f: f.order)
+    if layout == "tern":
+        for number, found in enumerate(files, start=1):
+            if found.version != number:
+                raise LayoutError(f"{found.path}:1: tern numbers migrations 1, 2, 3... without "
+                                  f"gaps, and {number} is missing before {found.version} (tern "
+                                  f"refuses this folder too); renumber the files")
     return Scan(layout, files, skipped)
 
 
@@ -442,8 +451,8 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped],
         hint = "V<version>__<description>.sql"
     elif layout == "sql-migrate":
         text = read(path, heads)
-        if not _SQL_MIGRATE_UP.search(text):
-            skipped.append(Skipped(path, "no '-- +migrate Up' line"))
+        if not _SQL_MIGRATE_ANY.search(text):
+            skipped.append(Skipped(path, "no '-- +migrate Up' or '-- +migrate Down' line"))
             return None
         up, transactional = sql_migrate_up(path, text)
         number = _LEADING_NUMBER.match(name)
@@ -591,7 +600,7 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
                 found.add("dbmate")
             elif _SQL_MIGRATE_UP.search(head):
                 found.add("sql-migrate")
-            elif _TERN_SPLIT.search(head) or _TERN_NO_TX.search(head):
+            elif _TERN_SPLIT in head or _TERN_NO_TX.search(head):
                 found.add("tern")
             else:
                 found.add("pgsteady")

@@ -191,7 +191,7 @@ CREATE TABLE IF NOT EXISTS {} (
               "run_on timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)",
     "sql-migrate": "CREATE TABLE IF NOT EXISTS {} (id text NOT NULL PRIMARY KEY, "
                    "applied_at timestamp with time zone)",
-    "tern": "CREATE TABLE IF NOT EXISTS {} (version int4 NOT NULL)",
+    "tern": "CREATE TABLE IF NOT EXISTS {} (version int4 NOT NULL PRIMARY KEY)",
     "flyway": """
 CREATE TABLE IF NOT EXISTS {} (
     installed_rank integer NOT NULL PRIMARY KEY,

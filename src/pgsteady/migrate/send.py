@@ -131,7 +131,9 @@ def send(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
         if isinstance(failure, psycopg.OperationalError):
             return Sent(0, (), failure)
         # cannot tell which one (psycopg changed?): the first, with the error itself
-        first = migrations[0]
+        first = next((m for m in migrations if m.statements), None)
+        if first is None:
+            return Sent(0, (), failure)
         return Sent(0, (), _failed(first.path.name, first.statements[0], failure, 0))
     if reached == 0 and not isinstance(failure, psycopg.OperationalError):
         return Sent(0, (), MessageRefused(failure))  # not even its BEGIN ran

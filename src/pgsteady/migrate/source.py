@@ -40,10 +40,9 @@ DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNOREC
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
 #: Layouts whose tool runs a no-transaction file statement by statement, each committing on its
-#: own (goose, Flyway, sql-migrate): such a file may hold several statements, applied in steps.
-STEPWISE = frozenset({"goose", "flyway", "sql-migrate"})
-_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel",
-               "tern": "tern"}
+#: own (goose, Flyway, sql-migrate, tern): such a file may hold several statements, in steps.
+STEPWISE = frozenset({"goose", "flyway", "sql-migrate", "tern"})
+_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel"}
 
 
 @dataclass(frozen=True)
@@ -155,8 +154,10 @@ def load(file: layouts.MigrationFile) -> Migration:
     else:
         transactional = file.transactional
     if not statements:
-        raise BadMigration(f"{path}:{file.up.first_line}: contains no SQL statement; add one "
-                           f"or delete the file")
+        if file.layout == "pgsteady":
+            raise BadMigration(f"{path}:{file.up.first_line}: contains no SQL statement; add "
+                               f"one or delete the file")
+        transactional = True  # other tools record an empty migration: so does pgsteady
     _check_statements(path, statements, transactional, file.layout)
     checksum = hashlib.sha256(text.encode()).hexdigest()
     if file.layout == "flyway":
@@ -327,8 +328,7 @@ def _alone_hint(layout: str) -> str:
     if layout == "sql-migrate":
         return "put it in its own file whose up line says '-- +migrate Up notransaction'"
     if layout == "tern":
-        return "tern runs it outside a transaction only when it is alone in a file that says " \
-               "'---- tern: disable-tx ----'; give it a migration of its own"
+        return "put it in a file whose first line is '---- tern: disable-tx ----'"
     if layout == "diesel":
         return "Diesel runs it outside a transaction only when it is alone in up.sql and " \
                "metadata.toml says run_in_transaction = false; give it a migration of its own"

@@ -25,9 +25,9 @@ flyway             one per script unless ``executeInTransaction=false``  no
 diesel             one per ``up.sql`` unless its ``metadata.toml`` says   no
                    ``run_in_transaction = false`` (then as prisma)
 sql-migrate        one per file unless ``-- +migrate Up notransaction``; no
-                   only the ``-- +migrate Up`` section
-tern               one per file unless ``---- tern: disable-tx ----``   no
-                   (then as prisma); only what is above the drop part
+                   only the ``-- +migrate Up`` sections
+tern               one per file unless ``---- tern: disable-tx ----``;  no
+                   only what comes before the drop part
 sqitch             none added: ``deploy/`` scripts carry BEGIN/COMMIT    no
 alembic-sql        none added: ``alembic upgrade --sql`` writes them     no
 plain              none (``psql -f``: each statement commits)           no
