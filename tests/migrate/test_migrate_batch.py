@@ -190,3 +190,46 @@ def test_steps_of_one_pass_count_as_tries_of_their_own(db):
             time.sleep(0.02)
             watch.next_try()
     assert opened == []
+
+
+def test_history_rows_are_prepared_once_and_left_as_found(tmp_path, db, orgs_dir):
+    """The history row's statement is prepared once for the run (each migration sends an
+    EXECUTE that also reads its clock), the rows are as before, and nothing stays prepared."""
+    write_migrations(orgs_dir, {
+        "0002_seen.sql": "CREATE TABLE seen AS SELECT name, statement FROM pg_prepared_statements;\n",
+        "0003_more.sql": "ALTER TABLE orgs ADD COLUMN b int;\n",
+        "0004_more.sql": "INSERT INTO seen SELECT name, statement FROM pg_prepared_statements;\n"})
+    done = apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    assert [a.version for a in done] == [2, 3, 4] and all(a.seconds > 0 for a in done)
+    with psycopg.connect(db) as conn:
+        seen = conn.execute("SELECT name, statement FROM seen").fetchall()
+        rows = conn.execute("SELECT version, tries, finished, duration_ms >= 0 "
+                            "FROM pgsteady_migrations WHERE version > 1 ORDER BY 1").fetchall()
+    assert [name for name, _ in seen] == ["pgsteady_history_record"] * 2
+    assert "INSERT INTO" in seen[0][1] and "RETURNING" in seen[0][1]
+    assert rows == [(2, 1, True, True), (3, 1, True, True), (4, 1, True, True)]
+
+    store = apply.store_of(FAST, [])
+    with psycopg.connect(db, autocommit=True) as conn:
+        store.prepare(conn)
+        migration = source.load_dir(orgs_dir)[-1]
+        assert store.record_sql(conn, migration, 1, 0.0)[0].startswith(
+            "EXECUTE pgsteady_history_record(4, 'more', ")
+        store.unprepare(conn)
+        assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] == 0
+
+
+def test_a_session_that_already_has_the_name_prepared_records_as_before(tmp_path, db, orgs_dir):
+    """A session-mode pool may hand over a session that kept a statement of that name: the
+    rows are then sent as plain statements, and that statement is not dropped."""
+    store = apply.store_of(FAST, [])
+    migration = source.load_dir(orgs_dir)[0]
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("PREPARE pgsteady_history_record AS SELECT 1")
+        store.prepare(conn)
+        assert not store.reads_clock(conn)
+        [row] = store.record_sql(conn, migration, 1, 0.0)
+        assert row.lstrip().startswith('INSERT INTO "public"."pgsteady_migrations"')
+        store.unprepare(conn)
+        assert conn.execute("SELECT name FROM pg_prepared_statements").fetchall() == \
+            [("pgsteady_history_record",)]

@@ -447,8 +447,9 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
         with conn.transaction():
             _set(conn, "lock_timeout", policy.lock_timeout, local=True)
             store.ensure(conn)
+        store.prepare(conn)
         watcher = BlockerWatch(watch_connect, server_pid(conn)) if watch_connect else None
-        with watcher or nullcontext():
+        with watcher or nullcontext(), _unprepared_after(conn, store):
             position = 0
             alone_until = 0  # after a batch the server refused to parse: one at a time
             while position < len(todo):  # each round applies one migration at least, or raises
@@ -482,6 +483,14 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
     return done
 
 
+@contextmanager
+def _unprepared_after(conn: psycopg.Connection[Any], store: history.Store) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        store.unprepare(conn)
+
+
 def next_batch(todo: Sequence[Migration], position: int) -> Sequence[Migration]:
     """The transactional migrations from ``position`` on that go in one message (bounded in
     number and size, so a try stays short and the blocker watch rarely needs to look)."""
@@ -506,7 +515,8 @@ def apply_batch(conn: psycopg.Connection[Any], batch: Sequence[Migration], polic
         watcher.take()  # forget what earlier tries saw
     with watcher.watching() if watcher is not None else nullcontext():
         sent = send.send(conn, batch, records, lock_timeout=first_lock_timeout(policy),
-                         statement_timeout=policy.statement_timeout)
+                         statement_timeout=policy.statement_timeout,
+                         record_reads_clock=store.reads_clock(conn))
     seconds = sent.seconds[:sent.committed]
     applied = []
     for migration, took in zip(batch, seconds, strict=False):
@@ -681,7 +691,8 @@ def _transactional(conn: psycopg.Connection[Any], migration: Migration, attempt:
     row, COMMIT (a psql session needs a round trip per statement)."""
     record = store.record_sql(conn, migration, attempt.number, time.monotonic() - start)
     sent = send.send(conn, [migration], [record], lock_timeout=attempt.lock_timeout,
-                     statement_timeout=policy.statement_timeout)
+                     statement_timeout=policy.statement_timeout,
+                     record_reads_clock=store.reads_clock(conn))
     if isinstance(sent.failure, send.MessageRefused):
         _statement_by_statement(conn, migration, attempt, policy=policy, store=store,
                                 start=start)

@@ -24,7 +24,8 @@ SET_LOCAL_TIMEOUTS = ("SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 # Seconds since the try began (SET_LOCAL_TIMEOUTS noted when; else since its transaction did).
 _TRY_STARTED = ("coalesce(nullif(current_setting('pgsteady.try_started', true), '')"
                 "::timestamptz, now())")
-TRY_SECONDS = "SELECT extract(epoch FROM clock_timestamp() - " + _TRY_STARTED + ")::float8"
+TRY_SECONDS_EXPR = "extract(epoch FROM clock_timestamp() - " + _TRY_STARTED + ")::float8"
+TRY_SECONDS = "SELECT " + TRY_SECONDS_EXPR
 
 TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s)"
 RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s)"

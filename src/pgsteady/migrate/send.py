@@ -10,10 +10,10 @@ so PostgreSQL's error position still maps to ``file:line:col``. The server parse
 message before it runs any of it, so a statement pglast accepts but this server's parser does
 not (a newer major version's syntax) refuses the message with nothing run:
 :class:`MessageRefused`, and the caller sends the migrations again alone, statement by
-statement for the one refused. Each migration reads the
-server's clock before its COMMIT, so a batch still says how long each one took (statement
-timestamps are per message, so the history row's duration counts from the migration's own
-start, kept in a transaction-local setting, not from ``now()``).
+statement for the one refused. Each migration reads the server's clock before its COMMIT
+(its history row returns it, or a SELECT does), so a batch still says how long each one took
+(statement timestamps are per message, so the history row's duration counts from the
+migration's own start, kept in a transaction-local setting, not from ``now()``).
 
 A psql session needs a round trip per statement; this needs one per message.
 """
@@ -88,11 +88,12 @@ class _CountingCursor(psycopg.Cursor[Any]):
 
 def send(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
          records: Sequence[Sequence[str]], *, lock_timeout: float,
-         statement_timeout: float) -> Sent:
+         statement_timeout: float, record_reads_clock: bool = False) -> Sent:
     """Apply ``migrations`` in one message, each in its own transaction with its history row
-    (``records``: each one's SQL, values bound). Never raises for a database error: the
-    failure comes back in :class:`Sent`, a :class:`StatementFailed` when it was one of the
-    migrations' own statements, the connection idle again."""
+    (``records``: each one's SQL, values bound; ``record_reads_clock``: the last of them
+    returns the try's seconds, so no separate clock read). Never raises for a database
+    error: the failure comes back in :class:`Sent`, a :class:`StatementFailed` when it was one
+    of the migrations' own statements, the connection idle again."""
     timeouts = psycopg.ClientCursor(conn).mogrify(queries.SET_LOCAL_TIMEOUTS, {
         "lock_timeout": pg_interval(lock_timeout),
         "statement_timeout": pg_interval(statement_timeout)})
@@ -108,10 +109,15 @@ def send(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
             owners.append((number, index))
         parts += record
         owners += [(number, _NOT_A_STATEMENT)] * len(record)
-        clocks.append(len(parts))
-        commits.append(len(parts) + 1)
-        parts += [queries.TRY_SECONDS, "COMMIT"]
-        owners += [(number, _NOT_A_STATEMENT)] * 2
+        if record_reads_clock and record:
+            clocks.append(len(parts) - 1)
+        else:
+            clocks.append(len(parts))
+            parts.append(queries.TRY_SECONDS)
+            owners.append((number, _NOT_A_STATEMENT))
+        commits.append(len(parts))
+        parts.append("COMMIT")
+        owners.append((number, _NOT_A_STATEMENT))
     cursor = _CountingCursor(conn)
     failure: BaseException | None = None
     try:
