@@ -11,6 +11,7 @@ import threading
 import time
 
 import psycopg
+import pytest
 from migrate_helpers import PGSTEADY, columns, history, run_cli, write_migrations
 
 NEW = {
@@ -178,3 +179,44 @@ def test_plan_says_kinds_in_sql_words_and_foreign_key_reach(tmp_path, db, orgs_d
             "members_org_fkey)") in out
     for node_name in ("ViewStmt", "CreateTableAs", "View:", "CreateStmt"):
         assert node_name not in out
+
+
+def test_a_bad_folder_is_named_first_even_when_the_server_is_unreachable(tmp_path):
+    """migrate connects while it checks the folder; a bad file is still the error (exit 2),
+    not the connection that was being opened meanwhile."""
+    folder = write_migrations(tmp_path / "m", {"0001_bad.sql": "CREATE TABLE (;\n"})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = run_cli("migrate", "--dsn", f"postgresql://app:pw@127.0.0.1:{port}/x",
+                     "--dir", str(folder))
+    assert result.returncode == 2, result.stderr
+    assert "0001_bad.sql:1" in result.stderr and "cannot connect" not in result.stderr
+
+
+def test_the_early_connection_is_closed_when_the_folder_is_refused(db):
+    """EarlyConnection: take() hands over the session (or raises CannotConnect), discard()
+    closes it, so a refused folder leaves no session behind in a long-lived caller."""
+    from pgsteady.errors import CannotConnect
+    from pgsteady.migrate import apply
+
+    def ours(conn: psycopg.Connection) -> int:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name "
+                            "LIKE 'pgsteady-migrate@%' AND pid <> pg_backend_pid()").fetchone()[0]
+
+    with psycopg.connect(db, autocommit=True) as watcher:
+        early = apply.EarlyConnection(db)
+        conn = early.take()
+        assert conn.execute("SELECT 1").fetchone() == (1,) and ours(watcher) == 1
+        conn.close()
+        early = apply.EarlyConnection(db)
+        early.discard()
+        deadline = time.monotonic() + 10
+        while ours(watcher) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ours(watcher) == 0
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(CannotConnect):
+        apply.EarlyConnection(f"host=127.0.0.1 port={port} dbname=x").take()

@@ -213,10 +213,16 @@ def _pending_or_none(args: argparse.Namespace) -> int | None:
 
 
 def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
-    # every file checked before anything runs
-    migrations = source.load_dir(args.dir, args.layout)
     policy = policy_of(args)
     dsn = dsn_of(args)
+    # a run that applies connects while every file is checked (before anything runs)
+    early = None if (args.status or args.accept or args.plan) else apply.EarlyConnection(dsn)
+    try:
+        migrations = source.load_dir(args.dir, args.layout)
+    except BaseException:
+        if early is not None:
+            early.discard()
+        raise
     if args.status:
         return run_status(args, migrations, policy)
     if args.accept:
@@ -257,7 +263,7 @@ def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
 
     try:
         apply.migrate(dsn, migrations, policy, check_first=not args.no_preflight,
-                      on_applied=report, baseline_tag=args.baseline)
+                      on_applied=report, baseline_tag=args.baseline, early=early)
     except MigrationError as exc:
         if args.json:
             print(as_json(str(exc)))
