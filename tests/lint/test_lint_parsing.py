@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from pgsteady.migrate.lint.engine import Linter
 
 
@@ -57,6 +59,80 @@ def test_long_files_read_the_same_as_short_ones():
     assert sorted(whole) == alone
     assert (101, "whole-table-write", "error") in whole
     assert (501, "ban-vacuum-full", "error") in whole
+
+
+# Statements whose ';'-ended lines are not statement ends: a region cut after one of them must
+# not split the statement (strings, comments, bodies, a rule's parenthesised actions, ...).
+_TRICKY = [
+    "CREATE TABLE t{i} (id int);\n",
+    "SELECT 'a;\nb;\n' AS x;\n",
+    "CREATE FUNCTION f{i}() RETURNS int LANGUAGE plpgsql AS $$\nBEGIN\n  PERFORM 1;\n"
+    "  RETURN 2;\nEND;\n$$;\n",
+    "/* a comment;\n with ; inside;\n */\nALTER TABLE t ADD COLUMN c{i} int;\n",
+    "CREATE RULE r{i} AS ON INSERT TO t DO ALSO (\nINSERT INTO a VALUES (1);\n"
+    "INSERT INTO b VALUES (2)\n);\n",
+    "SELECT 1 -- trailing;\n FROM t;\n",
+    "-- just a comment;\n",
+    "foo bar;\n",
+    "SELECT 'é€;\n' AS ü;\n",
+    "CREATE FUNCTION g{i}() RETURNS int LANGUAGE sql BEGIN ATOMIC\n SELECT 1;\n SELECT 2;\nEND;\n",
+    "UPDATE t SET a = $tag$ x;\n y $tag$;\n",
+    ";\n;\n",
+    "SELECT E'\\';\n';\n",
+    'SELECT "we;\nird" FROM t;\n',
+]
+
+
+def test_a_long_file_split_by_region_has_the_whole_files_pieces(monkeypatch):
+    """Long files are split a region at a time on the parsing thread; wherever the regions
+    are cut (inside strings, comments, bodies, a rule's actions, a lexical error), the
+    pieces, or the error and its position, are those of one split of the whole file."""
+    import random
+
+    from pgsteady.migrate.lint import parse
+
+    def pieces(split):
+        try:
+            return split()
+        except parse.ParseFailure as failure:
+            return ("failed", failure.offset, failure.message)
+
+    rng = random.Random(7)
+    for trial in range(300):
+        text = "".join(rng.choice(_TRICKY).format(i=i) for i in range(rng.randint(1, 80)))
+        if trial % 10 == 0:
+            text += "SELECT 'unterminated;\n"
+        monkeypatch.setattr(parse, "_REGION", rng.choice([8, 20, 50, 120, 400]))
+        whole = pieces(partial(parse._pieces, text))
+        regions = pieces(partial(lambda t: [p for b in parse._batches_by_region(t) for p in b],
+                                 text))
+        assert regions == whole, (parse._REGION, text)
+
+
+def test_a_long_file_lints_the_same_split_by_region_or_at_once(monkeypatch):
+    """The same long file, split by region (the default past a few hundred KB) or at once:
+    the same findings at the same lines; a syntax error in it, at the same place."""
+    from pgsteady.migrate.lint import parse
+
+    valid = [part for part in _TRICKY if not part.startswith("foo")]
+    body = "".join(part.format(i=i) for i in range(600) for part in (
+        valid[i % len(valid)], f"ALTER TABLE t ADD COLUMN k{i} int NOT NULL DEFAULT 1;\n"))
+    body += "VACUUM FULL t;\n"
+    monkeypatch.setattr(parse, "_REGION", 2000)  # regions of a real size cut this 28 times
+    monkeypatch.setattr(parse, "_REGIONS_FROM", 3 * parse._REGION)
+    assert len(body) >= 20 * parse._REGION
+    for text in (body, body + "SELECT 'unterminated;\n"):
+        by_region = Linter().lint_text(text, "m.sql")
+        with monkeypatch.context() as at_once:
+            at_once.setattr(parse, "_REGIONS_FROM", 10 * len(text))
+            whole = Linter().lint_text(text, "m.sql")
+        assert by_region.syntax_error == whole.syntax_error
+        assert ([(f.line, f.col, f.rule) for f in by_region.findings]
+                == [(f.line, f.col, f.rule) for f in whole.findings])
+    assert by_region.syntax_error is not None
+    assert "unterminated" in by_region.syntax_error.message
+    findings = Linter().lint_text(body, "m.sql").findings
+    assert (body.count("\n"), "ban-vacuum-full") in [(f.line, f.rule) for f in findings]
 
 
 def test_ok_without_the_deep_statement_bad_without_it():
@@ -187,3 +263,15 @@ def test_characters_python_calls_blank_but_postgresql_does_not_are_syntax_errors
         assert "looks blank but PostgreSQL takes only spaces, tabs and newlines" in \
             error.message, error.message
     assert Linter().lint_text("SELECT 1;\t\f\v\r\n", "m.sql").syntax_error is None
+
+
+def test_an_error_after_a_begin_atomic_body_is_reported_where_it_is():
+    """The scanner cuts a BEGIN ATOMIC body at its first ';'; when the file also has a real
+    error further on, that error is reported, not the valid body (it was 2:11, 'syntax error
+    at end of input')."""
+    atomic = ("CREATE FUNCTION g() RETURNS int LANGUAGE sql BEGIN ATOMIC\n SELECT 1;\n"
+              " SELECT 2;\nEND;\n")
+    error = Linter().lint_text(atomic + "SELECT 1;\nSELEC 2;\n", "m.sql").syntax_error
+    assert error is not None and (error.line, error.col) == (6, 1), error
+    assert 'near "SELEC"' in error.message
+    assert Linter().lint_text(atomic + "SELECT 1;\n", "m.sql").syntax_error is None

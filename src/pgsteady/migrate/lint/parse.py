@@ -42,6 +42,9 @@ _BISON_DEPTH = "memory exhausted"  # the grammar's own nesting limit (thousands 
 _THREAD_FROM = 512  # statements from which a file is parsed ahead on a helper thread
 _CHUNK = 256
 _CHUNKS_AHEAD = 4
+_REGION = 64 * 1024  # characters a long file is split at a time
+_CUTS_TRIED = 4  # region ends tried before the rest of the file is split in one go
+_REGIONS_FROM = 3 * _REGION  # the file length from which it is split by region, on the thread
 # Statement keywords: a parse error at one of these, first on its line, usually means the
 # line before lacks its ';'.
 _STATEMENT_WORDS = frozenset({
@@ -143,41 +146,115 @@ def statements(text: str, wanted: Callable[[str], bool]) -> Iterator[Statement]:
     """
     done = 0  # statements yielded: a re-split must not repeat them
     try:
-        for statement in _from_slices(text, _pieces(text), wanted):
+        if len(text) >= _REGIONS_FROM:
+            found: Iterator[Statement] = _from_batches(text, _batches_by_region(text), wanted,
+                                                       long=True)
+        else:
+            pieces = _pieces(text)
+            found = _from_batches(text, _chunked(pieces), wanted,
+                                  long=len(pieces) >= _THREAD_FROM)
+        for statement in found:
             done = statement.end if not statement.embedded else done
             yield statement
     except ParseFailure as failure:
         # The scanner splits at every top-level ';', also inside CREATE RULE's action list
         # or a BEGIN ATOMIC body. Ask the parser whether the file really is invalid.
         try:
-            pieces = pg.split(text, only_slices=True)
-        except pg.ParseError:
-            raise failure from None
-        rest = [p for p in pieces if _byte_offset(text, p.start) >= done]
-        yield from _from_slices(text, rest, wanted)
+            again = pg.split(text, only_slices=True)
+        except pg.ParseError as exc:
+            raise _first_failure(text, failure, exc) from None
+        rest = [p for p in again if _byte_offset(text, p.start) >= done]
+        yield from _from_batches(text, _chunked(rest), wanted, long=len(rest) >= _THREAD_FROM)
 
 
-def _pieces(text: str) -> list[slice]:
-    """The scanner's statement slices, each with its ';', and any text between them that
-    is more than blanks, ';' and comments (the scanner drops a statement with no keyword
-    in it, such as a misspelled one: it must reach the parser to be reported)."""
+def _first_failure(text: str, failure: ParseFailure, exc: pg.ParseError) -> ParseFailure:
+    """The file's real first error: the parser's, when it read past where a piece failed (that
+    piece was cut short by the scanner, as a BEGIN ATOMIC body is), else the piece's."""
+    message = str(exc.args[0]) if exc.args else ""
+    cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
+    if (cursor is None or cursor <= failure.offset or _STACK_DEPTH in message
+            or message.startswith(_BISON_DEPTH)):
+        return failure
+    return ParseFailure(cursor, message + missing_semicolon_hint(text, cursor)
+                        + odd_blank_hint(text, cursor))
+
+
+def _scanner_slices(text: str, start: int = 0) -> list[slice]:
+    """pglast's scanner split of ``text[start:]``, as slices of ``text``; ParseFailure on a
+    lexical error (an unterminated string or comment)."""
     try:
-        found = pg.split(text, with_parser=False, only_slices=True)
+        found = pg.split(text[start:] if start else text, with_parser=False, only_slices=True)
     except pg.ParseError as exc:
         message = str(exc.args[0]) if exc.args else "syntax error"
         cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else 0
-        raise ParseFailure(cursor, message) from None
+        raise ParseFailure(start + cursor, message) from None
+    return [slice(start + p.start, start + p.stop) for p in found] if start else list(found)
+
+
+def _with_gaps(text: str, found: Sequence[slice], done: int, stop: int,
+               ) -> tuple[list[slice], int]:
+    """Scanner slices as pieces, each with its ';', and any text between them (from ``done``,
+    up to ``stop`` after the last) that is more than blanks, ';' and comments: the scanner
+    drops a statement with no keyword in it, such as a misspelled one, and it must reach
+    the parser to be reported. Returns the pieces and where the last one ends."""
     out: list[slice] = []
-    done = 0
     for piece in found:
         if _has_content(text, done, piece.start):
             out.append(slice(done, piece.start))
-        stop = piece.stop + 1 if text[piece.stop:piece.stop + 1] == ";" else piece.stop
-        out.append(slice(piece.start, stop))
+        end = piece.stop + 1 if text[piece.stop:piece.stop + 1] == ";" else piece.stop
+        out.append(slice(piece.start, end))
+        done = end
+    if _has_content(text, done, stop):
+        out.append(slice(done, stop))
         done = stop
-    if _has_content(text, done, len(text)):
-        out.append(slice(done, len(text)))
-    return out
+    return out, done
+
+
+def _pieces(text: str) -> list[slice]:
+    """The file's pieces (see :func:`_with_gaps`), from one scanner split."""
+    return _with_gaps(text, _scanner_slices(text), 0, len(text))[0]
+
+
+def _batches_by_region(text: str) -> Iterator[list[slice]]:
+    """The same pieces as :func:`_pieces`, a region of the text at a time, so a long file's
+    split runs on the parsing thread while the first statements are already linted.
+
+    A region ends just after a ``;`` that ends a line. Where that ``;`` is not a statement's
+    end (inside a string, a comment, a dollar-quoted body or a parenthesised rule action),
+    the scanner tells: it either fails on the unterminated text, and the next such ``;`` is
+    tried (a few, then the rest of the file is split in one go), or returns a last statement
+    that no ``;`` of its own ends, which then starts the next region instead. Each region
+    starts where the whole file's split would start a statement, so the pieces are the same.
+    """
+    start = done = 0
+    while start < len(text):
+        cut = text.find(";\n", start + _REGION) if len(text) - start > 2 * _REGION else -1
+        found: list[slice] = []
+        for _ in range(_CUTS_TRIED):  # a cut inside a string or a body: try the next ';'
+            if cut < 0:
+                break
+            cut += 2
+            try:
+                found = _scanner_slices(text[:cut], start)
+                break
+            except ParseFailure:
+                cut = text.find(";\n", cut)
+        last = found[-1] if found else None
+        if last is not None and text[last.stop:cut].strip() != ";":
+            found.pop()  # not ended by the region's last ';': it starts the next region
+            cut = last.start
+        if not found:  # the rest in one go
+            pieces, done = _with_gaps(text, _scanner_slices(text, start), done, len(text))
+            yield pieces
+            return
+        pieces, done = _with_gaps(text, found, done, cut)
+        yield pieces
+        start = cut
+
+
+def _chunked(pieces: Sequence[slice]) -> Iterator[Sequence[slice]]:
+    for first in range(0, len(pieces), _CHUNK):
+        yield pieces[first:first + _CHUNK]
 
 
 def _has_content(text: str, start: int, stop: int) -> bool:
@@ -190,30 +267,40 @@ def _has_content(text: str, start: int, stop: int) -> bool:
     return pos < stop
 
 
-def _raw_pieces(text: str, pieces: Sequence[slice],
+Parsed = list[tuple[slice, "str | pg.ParseError | UnicodeEncodeError"]]
+
+
+def _parsed(text: str, pieces: Sequence[slice]) -> Parsed:
+    parse_json = pg.parse_sql_json
+    out: Parsed = []
+    for piece in pieces:
+        try:
+            out.append((piece, parse_json(text[piece])))
+        except (pg.ParseError, UnicodeEncodeError) as exc:
+            out.append((piece, exc))
+    return out
+
+
+def _raw_pieces(text: str, batches: Iterator[Sequence[slice]], *, ahead: bool,
                 ) -> Iterator[tuple[slice, str | pg.ParseError | UnicodeEncodeError]]:
     """Each piece with pglast's JSON for it (or the parser's exception).
 
-    A long file is parsed ahead on a helper thread, a chunk at a time, while this thread
-    decodes and lints: the C parser releases the GIL, so on two cores the two overlap. The
-    queue is bounded, and the helper stops (and is joined) however the caller stops reading.
+    A long file (``ahead``) is split and parsed ahead on a helper thread, a chunk at a time,
+    while this thread decodes and lints: the C scanner and parser release the GIL, so on two
+    cores the two overlap. The queue is bounded, and the helper stops (and is joined)
+    however the caller stops reading.
     """
-    parse_json = pg.parse_sql_json
-    if len(pieces) < _THREAD_FROM:
-        for piece in pieces:
-            try:
-                yield piece, parse_json(text[piece])
-            except (pg.ParseError, UnicodeEncodeError) as exc:
-                yield piece, exc
+    if not ahead:
+        for batch in batches:
+            yield from _parsed(text, batch)
         return
     import queue  # noqa: PLC0415 -- long files only
 
-    chunks: queue.Queue[list[str | pg.ParseError | UnicodeEncodeError] | None] = \
-        queue.Queue(maxsize=_CHUNKS_AHEAD)
+    chunks: queue.Queue[Parsed | None] = queue.Queue(maxsize=_CHUNKS_AHEAD)
     stop = threading.Event()
     failed: list[BaseException] = []
 
-    def hand_over(item: list[str | pg.ParseError | UnicodeEncodeError] | None) -> bool:
+    def hand_over(item: Parsed | None) -> bool:
         while not stop.is_set():
             try:
                 chunks.put(item, timeout=0.05)
@@ -224,15 +311,10 @@ def _raw_pieces(text: str, pieces: Sequence[slice],
 
     def produce() -> None:
         try:
-            for first in range(0, len(pieces), _CHUNK):
-                batch: list[str | pg.ParseError | UnicodeEncodeError] = []
-                for piece in pieces[first:first + _CHUNK]:
-                    try:
-                        batch.append(parse_json(text[piece]))
-                    except (pg.ParseError, UnicodeEncodeError) as exc:
-                        batch.append(exc)
-                if not hand_over(batch):
-                    return
+            for batch in batches:
+                for chunk in _chunked(batch):
+                    if not hand_over(_parsed(text, chunk)):
+                        return
         except BaseException as exc:  # handed to the reading thread, raised there
             failed.append(exc)
         finally:
@@ -241,10 +323,8 @@ def _raw_pieces(text: str, pieces: Sequence[slice],
     helper = threading.Thread(target=produce, name="pgsteady-lint-parse", daemon=True)
     helper.start()
     try:
-        done = 0
-        while (batch := chunks.get()) is not None:
-            yield from zip(pieces[done:done + len(batch)], batch, strict=True)
-            done += len(batch)
+        while (parsed := chunks.get()) is not None:
+            yield from parsed
         if failed:
             raise failed[0]
     finally:
@@ -252,14 +332,14 @@ def _raw_pieces(text: str, pieces: Sequence[slice],
         helper.join()
 
 
-def _from_slices(text: str, pieces: Sequence[slice], wanted: Callable[[str], bool],
-                 ) -> Iterator[Statement]:
+def _from_batches(text: str, batches: Iterator[Sequence[slice]], wanted: Callable[[str], bool],
+                  *, long: bool) -> Iterator[Statement]:
     """Parse each piece; the hot loop of the linter, so it is kept flat."""
     ascii_text = text.isascii()
     data_offset = 0  # byte offset of char_offset, advanced incrementally for non-ASCII text
     char_offset = 0
-    decode = _fast_decode() if len(pieces) >= _THREAD_FROM else _decode
-    for piece, raw in _raw_pieces(text, pieces):
+    decode = _fast_decode() if long else _decode
+    for piece, raw in _raw_pieces(text, batches, ahead=long):
         char_start = piece.start
         sql = text[piece]
         if ascii_text:
