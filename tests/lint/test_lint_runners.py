@@ -136,6 +136,23 @@ def test_flyway_order_and_execute_in_transaction(tmp_path, capsys):
     assert (runner, found, code) == ("flyway", [], 0)
 
 
+def test_flyway_runs_concurrently_scripts_outside_a_transaction(tmp_path, capsys):
+    """Flyway's parser spots CREATE [UNIQUE] INDEX CONCURRENTLY, DROP INDEX CONCURRENTLY,
+    VACUUM, ... and runs that script without a transaction: no false alarm there; a script
+    that keeps its transaction by header (or only mentions the word) is still reported."""
+    write(tmp_path, {
+        "V1__create.sql": "CREATE TABLE orders (id bigint PRIMARY KEY, status text);\n",
+        "V2__index.sql": TIMEOUT + "CREATE UNIQUE INDEX CONCURRENTLY o_s ON orders (status);\n"
+                         "DROP INDEX CONCURRENTLY IF EXISTS o_old;\n",
+        "V3__forced.sql": "-- flyway:executeInTransaction=true\n" + TIMEOUT + CONCURRENT,
+        "V4__comment.sql": TIMEOUT + "-- CREATE INDEX CONCURRENTLY comes later\n"
+                           "COMMENT ON TABLE orders IS 'concurrently';\n",
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert (runner, found, code) == ("flyway", [("V3__forced.sql",
+                                                 "concurrently-in-transaction")], 1)
+
+
 def test_runner_without_timeouts_needs_lock_timeout(tmp_path, capsys):
     """Only pgsteady migrate sets lock_timeout itself: under prisma a bare ALTER is reported."""
     write(tmp_path, {"migration_lock.toml": "",
@@ -188,10 +205,12 @@ def test_unknown_runner_is_a_usage_error(tmp_path, capsys):
     assert "no runner profile 'gose'; use one of pgsteady, prisma" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("runner", ["pgsteady", "flyway"])
-def test_in_transaction_runners_still_flag_concurrently(tmp_path, capsys, runner):
-    """Control: where the runner does wrap the file, CONCURRENTLY is still reported."""
-    (tmp_path / "V1__a.sql").write_text(CONCURRENT)
+@pytest.mark.parametrize(("runner", "header"), [
+    ("pgsteady", ""), ("flyway", "-- flyway:executeInTransaction=true\n")])
+def test_in_transaction_runners_still_flag_concurrently(tmp_path, capsys, runner, header):
+    """Control: where the runner does wrap the file, CONCURRENTLY is still reported (Flyway
+    wraps a CONCURRENTLY script only when told to: see the Flyway test above)."""
+    (tmp_path / "V1__a.sql").write_text(header + CONCURRENT)
     _, found, _ = run(capsys, "--runner", runner, str(tmp_path / "V1__a.sql"))
     assert found == [("V1__a.sql", "concurrently-in-transaction")]
 

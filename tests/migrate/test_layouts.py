@@ -209,17 +209,40 @@ def test_a_pgsteady_file_holding_a_rollback_part_is_refused(tmp_path, mark, tool
 
 
 def test_flyway_versions_and_transactions(tmp_path):
-    """Flyway: V1_1 is 1.1, ordered numerically; .conf and header turn transactions off."""
+    """Flyway: V1_1 is 1.1, ordered numerically; .conf and header turn transactions off (or
+    on); without them Flyway decides from the statements (None here, see the next test)."""
     write(tmp_path, {"V1__init.sql": "select 1;", "V1_1__more_things.sql": "select 2;",
                      "V2__concurrent.sql": "CREATE INDEX CONCURRENTLY i ON t (a);",
                      "V2__concurrent.sql.conf": "executeInTransaction=false\n",
                      "V10__header.sql": "-- flyway:executeInTransaction=false\nselect 4;",
+                     "V11__on.sql": "-- flyway:executeInTransaction=true\nselect 6;",
                      "R__views.sql": "select 5;"})
     scan = layouts.scan(tmp_path, "flyway")
-    assert [f.tag for f in scan.files] == ["1", "1.1", "2", "10"]
+    assert [f.tag for f in scan.files] == ["1", "1.1", "2", "10", "11"]
     assert scan.files[1].name == "more things"
-    assert [f.transactional for f in scan.files] == [True, True, False, False]
+    assert [f.transactional for f in scan.files] == [None, None, False, False, True]
     assert [s.path.name for s in scan.skipped] == ["R__views.sql"]
+
+
+def test_flyway_runs_a_script_with_a_concurrently_statement_outside_a_transaction(tmp_path):
+    """As Flyway's own parser does: a script holding CREATE INDEX CONCURRENTLY (or VACUUM, ...)
+    runs without a transaction, statement by statement; others in one; a header saying
+    executeInTransaction=true keeps the transaction, and the statement is then refused."""
+    from pgsteady.errors import BadMigration
+    from pgsteady.migrate import source
+
+    write(tmp_path, {"V1__create.sql": "CREATE TABLE t (a int);\nCREATE INDEX i0 ON t (a);",
+                     "V2__index.sql": "CREATE INDEX CONCURRENTLY i1 ON t (a);",
+                     "V3__two.sql": "CREATE INDEX CONCURRENTLY i2 ON t (a);\n"
+                                    "DROP INDEX CONCURRENTLY i1;",
+                     "V4__vacuum.sql": "-- vacuum after the load\nVACUUM t;"})
+    assert [m.transactional for m in source.load_dir(tmp_path, "flyway")] == [
+        True, False, False, False]
+    write(tmp_path, {"V5__forced.sql": "-- flyway:executeInTransaction=true\n"
+                                       "CREATE INDEX CONCURRENTLY i3 ON t (a);"})
+    with pytest.raises(BadMigration, match=r"V5__forced.sql:2: CREATE INDEX CONCURRENTLY "
+                                           r"cannot run inside a transaction"):
+        source.load_dir(tmp_path, "flyway")
 
 
 def test_detect_each_layout(tmp_path):

@@ -39,8 +39,10 @@ FOLDERS: dict[str, dict[str, str]] = {
         "20240101000002_add.sql": f"-- migrate:up\n{ADD}\n-- migrate:down\n",
         "20240101000003_idx.sql": f"-- migrate:up transaction:false\n{INDEX}\n"
                                   f"-- migrate:down\nDROP INDEX t_b;\n"},
-    "flyway": {"V1__create.sql": CREATE, "V1_1__add.sql": ADD, "V2__idx.sql": INDEX,
-               "V2__idx.sql.conf": "executeInTransaction=false\n"},
+    # no executeInTransaction: Flyway sees the CONCURRENTLY statements and runs V2 without a
+    # transaction, statement by statement
+    "flyway": {"V1__create.sql": CREATE, "V1_1__add.sql": ADD,
+               "V2__idx.sql": f"{INDEX}CREATE INDEX CONCURRENTLY t_a ON t (a);\n"},
     "prisma": {"migration_lock.toml": 'provider = "postgresql"\n',
                "20240101000001_create/migration.sql": CREATE,
                "20240101000002_add/migration.sql": ADD,

@@ -18,8 +18,10 @@ these names. What each tool does, and so what pgsteady does with its folder:
 - ``dbmate``: ``<version>_<name>.sql`` with ``-- migrate:up`` / ``-- migrate:down``; one
   transaction unless the up line says ``transaction:false``.
 - ``flyway``: ``V<version>__<description>.sql`` (``1``, ``1.2``, ``1_2`` = ``1.2``), one
-  transaction by default; ``executeInTransaction=false`` in a ``<file>.conf`` next to it or in a
-  ``-- flyway:executeInTransaction=false`` header turns that off. Repeatable (``R__``), undo
+  transaction unless a statement cannot run in one (Flyway spots ``CREATE INDEX
+  CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one);
+  ``executeInTransaction=true|false`` in a ``<file>.conf`` next to it or in a
+  ``-- flyway:executeInTransaction=...`` header decides instead. Repeatable (``R__``), undo
   (``U``) and baseline (``B``) scripts are reported as skipped.
 - ``diesel``: ``<version>_<name>/up.sql`` (``down.sql`` beside it is not applied), the version
   being the part before the first ``_`` without its dashes (``2024-01-31-120000`` is
@@ -276,8 +278,10 @@ def sql_migrate_order(name: str) -> tuple[int, ...]:
     return (0, int(number[1]), *codes) if number else (1, *codes)
 
 
-def flyway_transactional(path: Path, text: str) -> bool:
-    """Flyway: in a transaction unless ``executeInTransaction=false`` (header or .conf)."""
+def flyway_transactional(path: Path, text: str) -> bool | None:
+    """Flyway: ``executeInTransaction`` from the script's .conf or header; None when neither
+    says, and Flyway decides from the statements (in a transaction unless one cannot run in
+    one: the caller, who has parsed them, applies that)."""
     conf = path.with_name(path.name + ".conf")
     settings = conf.read_text(encoding="utf-8") if conf.is_file() else ""
     for line in settings.splitlines():
@@ -291,7 +295,7 @@ def flyway_transactional(path: Path, text: str) -> bool:
         match = _FLYWAY_HEADER.match(stripped)
         if match is not None:
             return match["value"].lower() != "false"
-    return True
+    return None
 
 
 def diesel_transactional(script: Path) -> bool | None:
@@ -476,10 +480,9 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped],
         version = _check_version(path, str(order[0]))
         for part in order:
             _check_version(path, str(part))
-        up, transactional = UpPart(text), flyway_transactional(path, text)
         label = match["name"].replace("_", " ")
-        return MigrationFile(layout, version, tag, order, label, path, up, transactional,
-                             text)
+        return MigrationFile(layout, version, tag, order, label, path, UpPart(text),
+                             flyway_transactional(path, text), text)
     version = _check_version(path, match["version"])
     up_part: UpPart
     in_transaction: bool | None

@@ -147,6 +147,11 @@ def load(file: layouts.MigrationFile) -> Migration:
     statements = parts_of(path, file.up)
     if file.layout == "pgsteady":
         transactional = NO_TRANSACTION not in _directives(path, text)
+    elif file.transactional is None and file.layout == "flyway":
+        # Flyway runs a script with a statement that cannot run in a transaction without one
+        # (statement by statement, as its `mixed` setting allows)
+        transactional = all(part.info is None or part.info.transactional
+                            for part in statements)
     elif file.transactional is None:
         statements = _unwrap(statements)
         transactional = not (len(statements) == 1 and statements[0].info is not None

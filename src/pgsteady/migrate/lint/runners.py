@@ -21,7 +21,9 @@ goose              one per file unless ``-- +goose NO TRANSACTION``;    no
                    only the ``-- +goose Up`` section
 dbmate             one per file unless ``-- migrate:up transaction:false``; no
                    only the ``-- migrate:up`` section
-flyway             one per script unless ``executeInTransaction=false``  no
+flyway             one per script, none if a statement cannot run in   no
+                   one (``CONCURRENTLY``, ``VACUUM``, ...), unless
+                   ``executeInTransaction`` says
 diesel             one per ``up.sql`` unless its ``metadata.toml`` says   no
                    ``run_in_transaction = false`` (then as prisma)
 sql-migrate        one per file unless ``-- +migrate Up notransaction``; no
@@ -125,9 +127,57 @@ def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit
             raise UsageError(str(exc)) from None
         if _NONTX.search(path.name):
             in_transaction = False
+        if runner == "flyway" and in_transaction is None:
+            in_transaction = not flyway_outside(up.text)
         text = "\n" * (up.first_line - 1) + up.text
     filled, names = fill_placeholders(text)
     return Unit(display or str(path), filled, in_transaction, runner in SETS_TIMEOUTS, names)
+
+
+# The statements Flyway's PostgreSQL parser runs outside a transaction (its patterns, on the
+# statement's first words), as parse-tree kinds; the words make a quick test first.
+_FLYWAY_OUTSIDE_WORDS = re.compile(
+    r"\b(concurrently|database|tablespace|subscription|system|vacuum|discard|reindex)\b",
+    re.IGNORECASE)
+_FLYWAY_OUTSIDE = frozenset({"CreatedbStmt", "DropdbStmt", "CreateTableSpaceStmt",
+                             "DropTableSpaceStmt", "CreateSubscriptionStmt",
+                             "DropSubscriptionStmt", "AlterSystemStmt", "IndexStmt", "DropStmt",
+                             "ReindexStmt", "VacuumStmt", "DiscardStmt"})
+_REINDEX_MANY = frozenset({"REINDEX_OBJECT_SCHEMA", "REINDEX_OBJECT_SYSTEM",
+                           "REINDEX_OBJECT_DATABASE"})
+
+
+def flyway_outside(text: str) -> bool:
+    """True if Flyway runs this script without a transaction (no ``executeInTransaction``
+    set): it holds ``CREATE/DROP DATABASE|TABLESPACE|SUBSCRIPTION``, ``ALTER SYSTEM``,
+    ``CREATE [UNIQUE] INDEX CONCURRENTLY``, ``DROP INDEX CONCURRENTLY``, ``REINDEX
+    SCHEMA|DATABASE|SYSTEM``, ``VACUUM`` or ``DISCARD ALL``. A script that does not parse is
+    left in a transaction (its error is reported when it is linted)."""
+    if not _FLYWAY_OUTSIDE_WORDS.search(text):
+        return False
+    from pgsteady.migrate.lint import parse  # noqa: PLC0415 -- rare: such words in a script
+
+    try:
+        for statement in parse.statements(text, _FLYWAY_OUTSIDE.__contains__):
+            node, kind = statement.node or {}, statement.kind
+            if statement.embedded or not node:
+                continue
+            if kind in ("IndexStmt", "DropStmt"):
+                outside = bool(node.get("concurrent")) and (
+                    kind == "IndexStmt" or node.get("removeType") == "OBJECT_INDEX")
+            elif kind == "ReindexStmt":
+                outside = node.get("kind") in _REINDEX_MANY
+            elif kind == "VacuumStmt":
+                outside = bool(node.get("is_vacuumcmd"))
+            elif kind == "DiscardStmt":
+                outside = node.get("target") == "DISCARD_ALL"
+            else:
+                outside = True
+            if outside:
+                return True
+    except parse.ParseFailure:
+        return False
+    return False
 
 
 def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,

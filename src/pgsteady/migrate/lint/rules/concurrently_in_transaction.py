@@ -6,10 +6,12 @@ PostgreSQL refuses them inside ``BEGIN ... COMMIT`` ("cannot run inside a transa
 block"). The migration fails at deploy time instead of in review. Put each such statement in
 its own migration file that the runner executes outside a transaction: for ``pgsteady
 migrate``, a file whose header says ``-- pgsteady: no-transaction``; goose's ``-- +goose NO
-TRANSACTION``, dbmate's ``-- migrate:up transaction:false``, Flyway's
-``executeInTransaction=false``, Diesel's ``run_in_transaction = false`` in ``metadata.toml``,
-sql-migrate's ``-- +migrate Up notransaction``, tern's ``---- tern: disable-tx ----``, a Prisma
-or golang-migrate file holding that one statement.
+TRANSACTION``, dbmate's ``-- migrate:up transaction:false``, a Flyway script (Flyway runs
+one holding ``CREATE``/``DROP INDEX CONCURRENTLY`` without a transaction by itself, unless
+``executeInTransaction=true``; not ``REINDEX``/``DETACH ... CONCURRENTLY``), Diesel's
+``run_in_transaction = false`` in ``metadata.toml``, sql-migrate's ``-- +migrate Up
+notransaction``, tern's ``---- tern: disable-tx ----``, a Prisma or golang-migrate file
+holding that one statement.
 The runner profile (``--runner``, detected from the folder) knows each tool's convention; a
 ``DO`` block is always one transaction.
 """
