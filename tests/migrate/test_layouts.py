@@ -339,3 +339,21 @@ def test_one_listing_serves_detect_and_scan_with_the_same_text(tmp_path, monkeyp
     assert [f.text for f in found.files] == [layouts.read(tmp_path / "1_a.sql"), big]
     assert found.files[0].text == "CREATE TABLE a (id int);\n-- x\n"
     assert [(s.path.name, "nothing" in s.reason) for s in found.skipped] == [("3_gone.sql", True)]
+
+
+def test_a_begin_commit_pair_inside_another_tools_file_is_dropped(tmp_path):
+    """Under the tool's own transaction a file's BEGIN does nothing and its COMMIT ends that
+    transaction early; pgsteady drops the pair and runs the file as one transaction. A
+    ROLLBACK, or a pair in a pgsteady file, is still refused."""
+    from pgsteady.errors import BadMigration
+    from pgsteady.migrate import source
+
+    write(tmp_path, {"V1__a.sql": "CREATE TABLE t (a int);\nBEGIN;\nALTER TABLE t ADD b int;\n"
+                                  "COMMIT;\nINSERT INTO t VALUES (1);\n"})
+    (migration,) = source.load_dir(tmp_path, "flyway")
+    assert migration.transactional
+    assert [s.kind for s in migration.statements] == [
+        "CREATE TABLE", "ALTER TABLE ... ADD COLUMN", "INSERT"]
+    write(tmp_path, {"V2__b.sql": "BEGIN;\nSELECT 1;\nROLLBACK;\n"})
+    with pytest.raises(BadMigration, match=r"V2__b.sql:1: BEGIN is not allowed"):
+        source.load_dir(tmp_path, "flyway")

@@ -36,12 +36,14 @@ FOLDERS: dict[str, dict[str, str]] = {
                        "3_idx.up.sql": INDEX, "3_idx.down.sql": "DROP INDEX t_b;\n"},
     "dbmate": {
         "20240101000001_create.sql": f"-- migrate:up\n{CREATE}\n-- migrate:down\nDROP TABLE t;\n",
-        "20240101000002_add.sql": f"-- migrate:up\n{ADD}\n-- migrate:down\n",
+        # its own BEGIN/COMMIT inside dbmate's transaction: dropped, the file is one
+        "20240101000002_add.sql": f"-- migrate:up\nSELECT 1;\nBEGIN;\n{ADD}COMMIT;\n"
+                                  f"-- migrate:down\n",
         "20240101000003_idx.sql": f"-- migrate:up transaction:false\n{INDEX}\n"
                                   f"-- migrate:down\nDROP INDEX t_b;\n"},
     # no executeInTransaction: Flyway sees the CONCURRENTLY statements and runs V2 without a
     # transaction, statement by statement
-    "flyway": {"V1__create.sql": CREATE, "V1_1__add.sql": ADD,
+    "flyway": {"V1__create.sql": CREATE, "V1_1__add.sql": f"BEGIN;\n{ADD}COMMIT;\nSELECT 1;\n",
                "V2__idx.sql": f"{INDEX}CREATE INDEX CONCURRENTLY t_a ON t (a);\n"},
     "prisma": {"migration_lock.toml": 'provider = "postgresql"\n',
                "20240101000001_create/migration.sql": CREATE,

@@ -150,6 +150,7 @@ def load(file: layouts.MigrationFile) -> Migration:
     elif file.transactional is None and file.layout == "flyway":
         # Flyway runs a script with a statement that cannot run in a transaction without one
         # (statement by statement, as its `mixed` setting allows)
+        statements = _unwrap(statements)
         transactional = all(part.info is None or part.info.transactional
                             for part in statements)
     elif file.transactional is None:
@@ -158,6 +159,8 @@ def load(file: layouts.MigrationFile) -> Migration:
                              and not statements[0].info.transactional)
     else:
         transactional = file.transactional
+        if transactional:
+            statements = _unwrap(statements)
     if not statements:
         if file.layout == "pgsteady":
             raise BadMigration(f"{path}:{file.up.first_line}: contains no SQL statement; add "
@@ -253,12 +256,18 @@ def _kind(part: Part) -> str | None:
 
 
 def _unwrap(statements: list[Part]) -> list[Part]:
-    """Prisma and golang-migrate files often wrap themselves in BEGIN; ... COMMIT;: pgsteady
-    runs each in a transaction anyway, so the pair is dropped (anything else is refused)."""
-    if len(statements) >= 2 and _kind(statements[0]) in ("TRANSACTION BEGIN",
-                                                          "TRANSACTION START") \
-            and _kind(statements[-1]) in ("TRANSACTION COMMIT",):
-        return statements[1:-1]
+    """Other tools' files often hold their own ``BEGIN; ... COMMIT;``, around the whole file
+    or part of it. Under the tool's transaction the BEGIN does nothing and the COMMIT only
+    ends that transaction early; pgsteady runs the whole file in one anyway, so one such pair
+    is dropped (same end state; all or nothing). Anything else (a ROLLBACK, a SAVEPOINT, a
+    second pair) is left, and refused."""
+    kinds = [_kind(part) for part in statements]
+    begins = [i for i, kind in enumerate(kinds) if kind in ("TRANSACTION BEGIN",
+                                                             "TRANSACTION START")]
+    commits = [i for i, kind in enumerate(kinds) if kind == "TRANSACTION COMMIT"]
+    others = [kind for kind in kinds if kind is not None and kind.startswith("TRANSACTION")]
+    if len(begins) == 1 and len(commits) == 1 and begins[0] < commits[0] and len(others) == 2:
+        return [part for i, part in enumerate(statements) if i not in (begins[0], commits[0])]
     return statements
 
 
