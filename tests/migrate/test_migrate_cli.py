@@ -220,3 +220,17 @@ def test_the_early_connection_is_closed_when_the_folder_is_refused(db):
         port = sock.getsockname()[1]
     with pytest.raises(CannotConnect):
         apply.EarlyConnection(f"host=127.0.0.1 port={port} dbname=x").take()
+
+
+def test_a_layout_that_fits_no_file_is_one_line_naming_the_one_that_does(tmp_path):
+    """--layout goose on a Flyway folder: one line, exit 2, before connecting; it names the
+    layout the folder reads as (each skipped file used to be a line, then exit 1)."""
+    folder = write_migrations(tmp_path / "m", {"V1__a.sql": "CREATE TABLE a (x int);\n",
+                                               "V2__b.sql": "CREATE TABLE b (x int);\n"})
+    for verb in (["migrate"], ["migrate", "--status"], ["preflight"]):
+        result = run_cli(*verb, "--dsn", "postgresql://app:pw@127.0.0.1:1/x",
+                         "--dir", str(folder), "--layout", "goose")
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no file is a goose migration (2 skipped" in lines[0]
+        assert "pass --layout flyway" in lines[0] and "pw" not in lines[0]

@@ -112,6 +112,8 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
     except layouts.LayoutError as exc:
         raise BadMigration(str(exc)) from None
     said = [skipped for skipped in found.skipped if skipped.said]
+    if layout != "auto" and said and not found.files:
+        raise BadMigration(_no_file_of(directory, layout, listing, said))
     for skipped in found.skipped:
         if not skipped.said:
             log.debug("skipped %s: %s", skipped.path, skipped.reason)
@@ -121,6 +123,22 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
         log.warning("skipped %d more entries in %s that are not migrations (is --dir the "
                     "migrations folder?)", len(said) - _SKIPS_NAMED, directory)
     return found
+
+
+def _no_file_of(directory: str | Path, layout: str, listing: layouts.Listing,
+                said: list[layouts.Skipped]) -> str:
+    """One line for a --layout that fits none of the folder's files, naming the one that
+    does when detection finds it."""
+    try:
+        fits = layouts.detect(directory, listing)
+    except layouts.LayoutError:
+        fits = None
+    first = said[0]
+    hint = (f"the folder reads as {fits}: pass --layout {fits} or leave --layout out"
+            if fits not in (None, "pgsteady", layout) else
+            "is --dir the migrations folder, and --layout its tool?")
+    return (f"{directory}: no file is a {layout} migration ({len(said)} skipped; "
+            f"{first.path.name}: {first.reason}); {hint}")
 
 
 def load_dir(directory: str | Path, layout: str = "auto") -> list[Migration]:
