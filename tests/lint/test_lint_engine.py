@@ -116,6 +116,21 @@ def test_runner_timeouts_silence_timeout_rules_by_default():
                                                            "require-statement-timeout"]
 
 
+def test_timeout_rules_skip_drops_and_renames_that_lock_no_table():
+    """Dropping or renaming a function, a type, an event trigger or an empty schema locks
+    only its catalogue entry, which running queries never hold: no timeout needed (supabase's
+    DROP EVENT TRIGGER was reported as 'a statement that takes a table lock'). A trigger,
+    an index, a view, or anything with CASCADE does lock a table."""
+    for sql in ("DROP EVENT TRIGGER pgrst_watch;", "DROP FUNCTION f(int);", "DROP TYPE mood;",
+                "DROP SCHEMA staging;", "ALTER FUNCTION f() RENAME TO g;",
+                "ALTER TYPE mood RENAME TO feeling;"):
+        assert rules_of(sql, assume_runner_timeouts=False) == [], sql
+    for sql in ("DROP TRIGGER t_audit ON users;", "DROP INDEX users_email;", "DROP VIEW v;",
+                "DROP FUNCTION f() CASCADE;", "ALTER INDEX i RENAME TO j;",
+                "ALTER TABLE users RENAME COLUMN a TO b;"):
+        assert "require-lock-timeout" in rules_of(sql, assume_runner_timeouts=False), sql
+
+
 def test_timeout_rules_report_once_per_file():
     """Ten risky statements without a timeout give one finding per timeout rule, not ten."""
     sql = "ALTER TABLE users ADD COLUMN a text;\n" * 10

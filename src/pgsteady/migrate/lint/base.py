@@ -267,14 +267,29 @@ LOCKING_STATEMENTS = frozenset({
 })
 
 
+# Objects whose DROP or RENAME locks a table (or is one). A function, a type, an event
+# trigger, a schema ... is locked only as a catalogue entry, which running queries never hold.
+_TABLE_OBJECTS = frozenset({
+    "OBJECT_TABLE", "OBJECT_INDEX", "OBJECT_VIEW", "OBJECT_MATVIEW", "OBJECT_SEQUENCE",
+    "OBJECT_FOREIGN_TABLE", "OBJECT_COLUMN", "OBJECT_TABCONSTRAINT", "OBJECT_TRIGGER",
+    "OBJECT_POLICY", "OBJECT_RULE", "OBJECT_STATISTIC_EXT", "OBJECT_EXTENSION",
+})
+
+
 def takes_blocking_lock(kind: str, stmt: Node) -> bool:
     """True if waiting for this statement's lock would make ordinary queries queue behind it.
 
-    CONCURRENTLY variants, plain VACUUM and CREATE TABLE without foreign keys do not.
+    CONCURRENTLY variants, plain VACUUM, CREATE TABLE without foreign keys, and dropping or
+    renaming what is not a table's (a function, a type, an event trigger; no CASCADE) do not.
     """
     if kind not in LOCKING_STATEMENTS:
         return False
-    if kind in ("IndexStmt", "DropStmt"):
+    if kind == "DropStmt":
+        return not stmt.get("concurrent") and (stmt.get("removeType") in _TABLE_OBJECTS
+                                               or stmt.get("behavior") == "DROP_CASCADE")
+    if kind == "RenameStmt":
+        return stmt.get("renameType") in _TABLE_OBJECTS
+    if kind == "IndexStmt":
         return not stmt.get("concurrent")
     if kind == "ReindexStmt":
         return "concurrently" not in option_names(stmt.get("params"))
