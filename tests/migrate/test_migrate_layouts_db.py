@@ -306,3 +306,32 @@ def test_empty_migrations_are_recorded_and_a_tern_version_without_a_file_is_name
                      re.MULTILINE), status.stdout
     refused = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--layout", "tern")
     assert refused.returncode != 0 and "nothing to apply" not in refused.stdout
+
+
+def test_a_goose_go_migration_keeps_its_place_and_migrate_stops_before_it(tmp_path, db):
+    """goose runs <version>_<name>.go migrations from code: migrate applies the SQL ones
+    before a pending Go one, stops there naming it (a later file may need what it builds),
+    and once goose has run it, goes on; an applied Go version is not 'missing'."""
+    folder = _write(tmp_path / "goose", {
+        "001_t.sql": "-- +goose Up\nCREATE TABLE t (a int);\n",
+        "002_backfill.go": "package migrations\n",
+        "003_b.sql": "-- +goose Up\nALTER TABLE t ADD COLUMN b int;\n",
+        "migrations_test.go": "package migrations\n"})
+    result = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert result.returncode == 1, result.stderr
+    assert ("applied 1 migration(s), then stopped before 002_backfill.go: a Go migration, "
+            "which goose runs itself") in result.stderr
+    assert "goose up-to 2" in result.stderr and columns(db, "t") == ["a"]
+    status = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--status")
+    assert re.search(r"\b2\s.*pending", status.stdout), status.stdout
+    checked = run_cli("preflight", "--dsn", db, "--dir", str(folder))
+    assert "2 pending migration(s), no session in the way: 002_backfill.go, 003_b.sql" \
+        in checked.stdout, checked.stdout
+    assert "note: 002_backfill.go is a Go migration" in checked.stdout
+    with psycopg.connect(db) as conn:  # goose runs the Go migration
+        conn.execute("INSERT INTO goose_db_version (version_id, is_applied) VALUES (2, true)")
+    result = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert result.returncode == 0, result.stderr
+    assert columns(db, "t") == ["a", "b"]
+    status = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--status")
+    assert status.returncode == 0 and "missing" not in status.stdout, status.stdout

@@ -46,8 +46,10 @@ def register(verbs: Any) -> None:
                     "is rolled back and retried with a longer lock_timeout (100 ms doubling up "
                     "to --lock-timeout) until --retries or --retry-budget run out. A preflight "
                     "first refuses if a live session would block it, and names that session.",
-        epilog="exit codes: 0 applied (or nothing to do), 1 refused or failed with nothing "
-               "half-applied, 2 usage error or bad migration file, 3 cannot connect")
+        epilog="exit codes: 0 applied (or nothing to do), 1 refused, stopped or failed: "
+               "every migration is applied whole or not at all, except the steps of a "
+               "no-transaction file, which the message then names; 2 usage error or bad "
+               "migration file, 3 cannot connect")
     add_common(parser)
     parser.add_argument("--lock-timeout", type=_args.duration, default=5.0,
                         help="cap of the escalating lock_timeout per try (default 5s)")
@@ -136,6 +138,8 @@ def print_plan(pending: list[Migration]) -> None:
     print(f"{len(pending)} pending migration(s); nothing applied (--plan):", file=out)
     for m in pending:
         how = "one transaction" if m.transactional else "no transaction"
+        if m.elsewhere is not None:
+            how = f"{m.elsewhere}: migrate stops before it"
         print(f"{m.path}  ({how})", file=out)
         for s in m.statements:
             # Partitions and view expansions are where most reads go: said only in --json.

@@ -20,21 +20,36 @@ def register(verbs: Any) -> None:
                     "the lock it needs, and list live sessions that hold or wait for a "
                     "conflicting lock there (or, for CREATE INDEX CONCURRENTLY, hold an old "
                     "snapshot). Applies nothing.",
-        epilog="exit codes: 0 nothing in the way, 1 blocking sessions found, 2 usage error or "
-               "bad migration file, 3 cannot connect")
+        epilog="exit codes: 0 nothing in the way, 1 blocking sessions found (or the folder "
+               "and the history disagree: an edited, missing or unfinished version), 2 usage "
+               "error or bad migration file, 3 cannot connect")
     add_common(parser)
     parser.set_defaults(run=run)
+
+
+_NAMED = 10  # pending migrations listed by name; the rest counted
+
+
+def _pending(report: Report) -> str:
+    """``: 0002_add.sql, 0003_idx.sql`` (the first few, then how many more)."""
+    labels = [m.label for m in report.pending[:_NAMED]]
+    more = len(report.pending) - len(labels)
+    return (": " + ", ".join(labels) + (f" and {more} more" if more else "")) if labels else ""
 
 
 def print_report(report: Report) -> None:
     out = sys.stdout
     if report.ok:
         print(f"preflight ok: {len(report.pending)} pending migration(s), no session in the "
-              f"way", file=out)
+              f"way{_pending(report)}", file=out)
+        for m in report.pending:
+            if m.elsewhere is not None:
+                print(f"note: {m.label} is {m.elsewhere}; pgsteady migrate stops before it",
+                      file=out)
         return
     pids = sorted({b.session.pid for b in report.blockers})
     print(f"preflight refused: {len(pids)} session(s) would block "
-          f"{len(report.pending)} pending migration(s)", file=out)
+          f"{len(report.pending)} pending migration(s){_pending(report)}", file=out)
     for blocker in report.blockers:
         print(f"- {blocker.describe()}", file=out)
         if blocker.session.query:

@@ -106,6 +106,9 @@ class Postgres:
     def initdb(self) -> None:
         # initdb stores an already-hashed password as it is: the server's OS user never sees
         # the password itself, and PgBouncer can be given the very same secret.
+        if not self.workdir.exists():  # a library caller's fresh path: made for the server
+            self.workdir.mkdir(parents=True, mode=0o700)
+            self.who.chown(self.workdir)
         pwfile = self.workdir / "initdb.pw"
         _auth.write_private(pwfile, _auth.scram_secret(self.password) + "\n", self.who)
         try:

@@ -474,7 +474,10 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
         if baseline_tag is not None:
             baseline(conn, migrations, baseline_tag, policy)
         todo = pending(conn, migrations, policy)
+        todo, elsewhere = _before_elsewhere(todo)
         if not todo:
+            if elsewhere is not None:
+                raise MigrationBlocked(_stopped_before(elsewhere))
             log.info("nothing to apply")
             return done
         if check_first:
@@ -518,7 +521,23 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
                 if on_applied is not None:
                     on_applied(one)
                 position += 1
+    if elsewhere is not None:
+        raise MigrationBlocked(_stopped_before(elsewhere, len(done)))
     return done
+
+
+def _before_elsewhere(todo: list[Migration]) -> tuple[list[Migration], Migration | None]:
+    """The pending migrations before the first one pgsteady cannot run, and that one."""
+    for index, migration in enumerate(todo):
+        if migration.elsewhere is not None:
+            return todo[:index], migration
+    return todo, None
+
+
+def _stopped_before(migration: Migration, applied: int = 0) -> str:
+    done = f"applied {applied} migration(s), then stopped" if applied else "stopped"
+    return (f"{done} before {migration.path.name}: {migration.elsewhere}; run it with its "
+            f"tool (goose up-to {migration.tag}), then pgsteady migrate again")
 
 
 @contextmanager

@@ -67,6 +67,7 @@ _PRISMA_DIR = re.compile(r"^(?P<version>\d+)_(?P<name>.+)$")
 _DIESEL_DIR = re.compile(r"^(?P<version>\d[\d-]*)_(?P<name>.+)$")
 _FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
 _FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
+_GOOSE_GO = re.compile(r"^(?P<version>\d+)_(?P<name>\w+)\.go$")
 _GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
 _DBMATE_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
 # sql-migrate and tern match their marks exactly (case, spacing): so does pgsteady.
@@ -112,6 +113,9 @@ class MigrationFile:
     up: UpPart
     transactional: bool | None  # None: as the statements allow (a lone statement may not)
     text: str = field(repr=False)  # the whole file, for its checksum
+    #: Why pgsteady cannot run it, when its tool runs it from code (goose's Go migrations):
+    #: it keeps its place in the order and the history, and migrate stops before it.
+    elsewhere: str | None = None
 
 
 @dataclass(frozen=True)
@@ -438,6 +442,15 @@ def _flat_file(path: Path, layout: str, skipped: list[Skipped],
     name = path.name
     if layout == "flyway" and name.endswith(".sql.conf"):
         return None  # a script's settings, read with the script
+    if layout == "goose" and name.endswith(".go"):
+        go = _GOOSE_GO.match(name)
+        if go is None or name.endswith("_test.go"):
+            skipped.append(Skipped(path, "not a goose migration (<version>_<name>.go)"))
+            return None
+        version = _check_version(path, go["version"])
+        return MigrationFile(layout, version, str(version), (version,), go["name"], path,
+                             UpPart(""), True, "", elsewhere="a Go migration, which goose runs "
+                             "itself (pgsteady runs SQL)")
     if not name.endswith(".sql"):
         skipped.append(Skipped(path, "not a .sql file"))
         return None

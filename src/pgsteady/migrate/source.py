@@ -75,6 +75,8 @@ class Migration:
     tag: str = ""
     layout: str = "pgsteady"
     order: tuple[int, ...] = ()
+    #: Why pgsteady cannot run it (a goose Go migration): migrate stops before it.
+    elsewhere: str | None = None
 
     def __post_init__(self) -> None:
         if not self.checksum:
@@ -162,6 +164,9 @@ def load_file(path: Path, version: int, name: str) -> Migration:
 def load(file: layouts.MigrationFile) -> Migration:
     """Parse and check one file of any layout; its statements keep file lines."""
     path, text = file.path, file.text
+    if file.elsewhere is not None:
+        return Migration(file.version, file.name, path, "", True, (), "-", file.tag,
+                         file.layout, file.order, file.elsewhere)
     statements = parts_of(path, file.up)
     if file.layout == "pgsteady":
         transactional = NO_TRANSACTION not in _directives(path, text)
