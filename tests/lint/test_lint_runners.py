@@ -263,7 +263,7 @@ def test_down_scripts_beside_up_scripts_are_skipped_in_a_folder(tmp_path, capsys
     main(["lint", "--no-cache", str(tmp_path)])
     err = capsys.readouterr().err
     assert "in 2 files" in err and "runner profile diesel" in err
-    assert "skipped 3 .sql files diesel does not run (V0003.Pin.down.sql, V0003.Pin.up.sql, " \
+    assert "skipped 3 .sql files diesel does not run as SQL (V0003.Pin.down.sql, V0003.Pin.up.sql, " \
            "V0004.Lonely.down.sql): name one to lint it" in err
     down = str(tmp_path / "V0003.Pin.down.sql")
     _, found, _ = run(capsys, "--runner", "pgsteady", down)
@@ -314,3 +314,15 @@ def test_template_placeholders_are_read_as_names(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "ban-drop-column" in captured.out and "({{schema}}.orders.note)" in captured.out
     assert "read 1 template placeholder ({{ }}, ${}) as names" in captured.err
+
+
+def test_goose_go_migrations_are_named_not_linted(tmp_path, capsys):
+    """goose runs <version>_<name>.go migrations as code: lint skips them and says so (it
+    refused the whole folder: 'no -- +goose Up annotation' in the .go file)."""
+    write(tmp_path, {"001_t.sql": "-- +goose Up\nCREATE TABLE t (a int);\n",
+                     "002_backfill.go": "package migrations\n",
+                     "003_idx.sql": "-- +goose Up\n" + TIMEOUT + "CREATE INDEX i ON t (a);\n"})
+    assert main(["lint", "--no-cache", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "003_idx.sql:4:1 require-concurrent-index-creation" in captured.out
+    assert "skipped 1 file goose does not run as SQL (002_backfill.go)" in captured.err

@@ -263,8 +263,9 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
                    f"beside their up scripts: name one to lint it")
     if not_run:
         shown = ", ".join(p.name for p in not_run[:3]) + (", ..." if len(not_run) > 3 else "")
-        reason += (f"; skipped {len(not_run)} .sql file{'s' if len(not_run) != 1 else ''} "
-                   f"{choice.runner} does not run ({shown}): name one to lint it")
+        kind = ".sql file" if all(p.suffix == ".sql" for p in not_run) else "file"
+        reason += (f"; skipped {len(not_run)} {kind}{'s' if len(not_run) != 1 else ''} "
+                   f"{choice.runner} does not run as SQL ({shown}): name one to lint it")
     return report, choice.runner, reason
 
 

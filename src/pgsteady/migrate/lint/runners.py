@@ -205,7 +205,8 @@ def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
         if not_run is not None:
             not_run += [s.path for s in scan.skipped if s.said and s.path.suffix == ".sql"
                         and s.path.is_file()]
-        return [f.path for f in scan.files]
+            not_run += [f.path for f in scan.files if f.elsewhere is not None]
+        return [f.path for f in scan.files if f.elsewhere is None]
     return None
 
 
