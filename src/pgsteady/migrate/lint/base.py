@@ -32,14 +32,17 @@ class Hit:
     """One problem a rule found in a statement.
 
     ``location`` is a node's ``location`` (the engine maps it to the file); ``None`` means the
-    statement's first word. ``table`` names the relation whose size makes it worse.
-    ``severity`` overrides the rule's (a "may rewrite" when the old type is unknown).
+    statement's first word, or, given ``command`` (an ALTER TABLE subcommand, which has no
+    location of its own), that subcommand's first word. ``table`` names the relation whose
+    size makes it worse. ``severity`` overrides the rule's (a "may rewrite" when the old type
+    is unknown).
     """
 
     detail: str = ""
     location: int | None = None
     table: tuple[str | None, str] | None = None
     severity: Literal["error", "warning"] | None = None
+    command: Node | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -72,6 +75,8 @@ class Context:
     validated_elsewhere: set[Key] = field(default_factory=set)
     # Byte offset of the BEGIN that opened the current explicit transaction.
     open_transaction_at: int | None = None
+    # The file's text as the parser's offsets count (UTF-8): where ALTER subcommands start.
+    source: bytes = b""
     # Once-per-file rules remember here that they have spoken.
     reported: set[str] = field(default_factory=set)
 

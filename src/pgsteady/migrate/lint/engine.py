@@ -262,7 +262,7 @@ class Linter:
         data = blanked.encode("utf-8")
         statements: Iterator[parse.Statement] = parse.statements(blanked, self._wanted)
         ctx = Context(pg_version=self.config.pg_version,
-                      assume_runner_timeouts=runner_timeouts, schema=schema)
+                      assume_runner_timeouts=runner_timeouts, schema=schema, source=data)
         starts: list[int] = []
         ends: list[int] = []
         raws: list[_Raw] = []
@@ -315,7 +315,13 @@ class Linter:
         try:
             for rule in rules:
                 for hit in rule.check(kind, stmt, ctx):
-                    at = base + hit.location if hit.location is not None else start
+                    if hit.location is not None:
+                        at = base + hit.location
+                    elif hit.command is not None and not statement.embedded:
+                        at = base + command_start(ctx.source[base:statement.end], stmt,
+                                                  hit.command, start - base)
+                    else:
+                        at = start
                     raws.append(_Raw(rule, hit, index, at))
         except RecursionError:
             parse.deep_call(self._check_deep, rules, kind, stmt, ctx, raws, index, (base, start))
@@ -375,6 +381,55 @@ class Linter:
             severity = "warning"
         return Finding(path, line, col, rule.id, message, rule.help, severity, table=table,
                        statement_line=stmt_line, statement_col=stmt_col)
+
+
+_STARTS = "__pgsteady_command_starts"
+
+
+def command_start(sql: bytes, stmt: Node, command: Node, default: int) -> int:
+    """Where an ALTER TABLE subcommand starts, as a byte offset into the statement ``sql``
+    (the parser gives subcommands no location): after the table's name, and after each comma
+    outside parentheses, the scanner's tokens say. ``default`` if they do not tell."""
+    starts: list[int] | None = stmt.get(_STARTS)
+    if starts is None:
+        starts = stmt[_STARTS] = _command_starts(sql, stmt)
+    commands = [item.get("AlterTableCmd") for item in stmt.get("cmds") or ()]
+    index = next((i for i, cmd in enumerate(commands) if cmd is command), None)
+    if index is None or len(starts) != len(commands):
+        return default
+    return starts[index]
+
+
+def _command_starts(sql: bytes, stmt: Node) -> list[int]:
+    text = sql.decode("utf-8", "replace")
+    at = (stmt.get("relation") or {}).get("location")
+    tokens = parse.tokens(text)
+    if not isinstance(at, int) or not tokens:
+        return []
+    at = len(sql[:at].decode("utf-8", "ignore"))  # the name's byte offset, in characters
+    first = next((i for i, token in enumerate(tokens) if token.start >= at), len(tokens))
+    i = first + 1
+    while i + 1 < len(tokens) and tokens[i].name == "ASCII_46":  # schema.table
+        i += 2
+    if i < len(tokens) and tokens[i].name == "ASCII_42":  # ALTER TABLE t* (inheritance)
+        i += 1
+    found: list[int] = []
+    depth, expect = 0, True
+    for token in tokens[i:]:
+        if expect:
+            found.append(token.start)
+            expect = False
+        if token.name == "ASCII_40":
+            depth += 1
+        elif token.name == "ASCII_41":
+            depth -= 1
+        elif depth == 0 and token.name == "ASCII_44":
+            expect = True
+        elif depth == 0 and token.name == "ASCII_59":
+            break
+    if text.isascii():
+        return found
+    return [len(text[:start].encode("utf-8")) for start in found]
 
 
 def _placeholders_shown(report: FileReport, names: tuple[str, ...]) -> FileReport:

@@ -133,6 +133,15 @@ def blank_meta_commands(text: str) -> tuple[str, list[Note]]:
     return "".join(pieces), notes
 
 
+def tokens(text: str) -> list[Any]:
+    """The scanner's tokens of ``text`` (``start``, ``end`` in characters, ``name``); none
+    if it cannot scan it."""
+    try:
+        return list(pg.scan(text))
+    except pg.ParseError:
+        return []
+
+
 def _byte_offset(text: str, char_offset: int) -> int:
     return char_offset if text.isascii() else len(text[:char_offset].encode("utf-8"))
 

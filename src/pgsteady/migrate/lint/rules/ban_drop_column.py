@@ -27,4 +27,4 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         return
     for subtype, cmd in alter_commands(stmt):
         if subtype == "AT_DropColumn":
-            yield Hit(f"{qualified(relation)}.{cmd.get('name', '')}")
+            yield Hit(f"{qualified(relation)}.{cmd.get('name', '')}", command=cmd)

@@ -25,4 +25,4 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         return
     for subtype, cmd in alter_commands(stmt):
         if subtype == "AT_DropNotNull":
-            yield Hit(f"{qualified(relation)}.{cmd.get('name', '')}")
+            yield Hit(f"{qualified(relation)}.{cmd.get('name', '')}", command=cmd)

@@ -43,4 +43,4 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         for subtype, cmd in alter_commands(stmt):
             partition = (cmd.get("def") or {}).get("PartitionCmd", {})
             if subtype == "AT_DetachPartition" and partition.get("concurrent"):
-                yield Hit("DETACH PARTITION CONCURRENTLY")
+                yield Hit("DETACH PARTITION CONCURRENTLY", command=cmd)

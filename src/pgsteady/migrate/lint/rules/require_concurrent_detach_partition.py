@@ -30,4 +30,5 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         partition = (cmd.get("def") or {}).get("PartitionCmd", {})
         if subtype == "AT_DetachPartition" and not partition.get("concurrent"):
             child = qualified(partition.get("name") or {"relname": "?"})
-            yield Hit(f"{child} from {qualified(relation)}", table=table_ref(relation))
+            yield Hit(f"{child} from {qualified(relation)}", table=table_ref(relation),
+                      command=cmd)

@@ -45,4 +45,4 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     for subtype, cmd in alter_commands(stmt):
         column = str(cmd.get("name", ""))
         if subtype == "AT_SetNotNull" and (table, column.lower()) not in ctx.proven_not_null:
-            yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation))
+            yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation), command=cmd)

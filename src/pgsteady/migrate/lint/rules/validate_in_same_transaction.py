@@ -31,4 +31,5 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     for subtype, cmd in alter_commands(stmt):
         name = str(cmd.get("name", ""))
         if subtype == "AT_ValidateConstraint" and name in ctx.not_valid_in_transaction:
-            yield Hit(f"{name} on {qualified(relation)}", table=table_ref(relation))
+            yield Hit(f"{name} on {qualified(relation)}", table=table_ref(relation),
+                      command=cmd)
