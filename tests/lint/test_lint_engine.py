@@ -302,3 +302,10 @@ def test_alter_subcommands_are_reported_where_they_are():
         (4, 7, "constraint-missing-not-valid"), (5, 3, "set-not-null-without-check"),
         (6, 3, "ban-drop-column"), (7, 26, "ban-drop-column")]
     assert all((f.statement_line, f.statement_col) in ((1, 1), (7, 1)) for f in findings)
+    commented = ("ALTER TABLE t ADD COLUMN a int, -- a comment\n"
+                 "ALTER COLUMN b DROP NOT NULL,\n"
+                 "DROP COLUMN c, /* block */ DROP COLUMN d,\n"
+                 "-- whole-line comment\n"
+                 "ALTER COLUMN e SET NOT NULL;\n")
+    assert [(f.line, f.col) for f in Linter().lint_text(commented).findings
+            if f.rule != "adding-required-field"] == [(2, 1), (3, 1), (3, 28), (5, 1)]

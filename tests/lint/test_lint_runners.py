@@ -142,15 +142,19 @@ def test_flyway_runs_concurrently_scripts_outside_a_transaction(tmp_path, capsys
     that keeps its transaction by header (or only mentions the word) is still reported."""
     write(tmp_path, {
         "V1__create.sql": "CREATE TABLE orders (id bigint PRIMARY KEY, status text);\n",
-        "V2__index.sql": TIMEOUT + "CREATE UNIQUE INDEX CONCURRENTLY o_s ON orders (status);\n"
+        "V2__index.sql": "CREATE UNIQUE INDEX CONCURRENTLY o_s ON orders (status);\n"
                          "DROP INDEX CONCURRENTLY IF EXISTS o_old;\n",
         "V3__forced.sql": "-- flyway:executeInTransaction=true\n" + TIMEOUT + CONCURRENT,
         "V4__comment.sql": TIMEOUT + "-- CREATE INDEX CONCURRENTLY comes later\n"
                            "COMMENT ON TABLE orders IS 'concurrently';\n",
+        # a mix (a SET is one too): Flyway refuses it (mixed=false by default); judged in a
+        # transaction
+        "V5__mixed.sql": TIMEOUT + "ALTER TABLE orders ADD COLUMN x int;\n" + CONCURRENT,
     })
     code, found, runner = run(capsys, str(tmp_path))
-    assert (runner, found, code) == ("flyway", [("V3__forced.sql",
-                                                 "concurrently-in-transaction")], 1)
+    assert (runner, found, code) == ("flyway", [
+        ("V3__forced.sql", "concurrently-in-transaction"),
+        ("V5__mixed.sql", "concurrently-in-transaction")], 1)
 
 
 def test_runner_without_timeouts_needs_lock_timeout(tmp_path, capsys):

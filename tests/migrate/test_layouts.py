@@ -243,6 +243,13 @@ def test_flyway_runs_a_script_with_a_concurrently_statement_outside_a_transactio
     with pytest.raises(BadMigration, match=r"V5__forced.sql:2: CREATE INDEX CONCURRENTLY "
                                            r"cannot run inside a transaction"):
         source.load_dir(tmp_path, "flyway")
+    (tmp_path / "V5__forced.sql").unlink()
+    write(tmp_path, {"V6__mixed.sql": "ALTER TABLE t ADD COLUMN x int;\n"
+                                      "CREATE INDEX CONCURRENTLY i4 ON t (x);"})
+    with pytest.raises(BadMigration, match=r"V6__mixed.sql:2: CREATE INDEX CONCURRENTLY cannot "
+                                           r"run in a transaction and line 1 must run in one "
+                                           r"\(Flyway refuses such a mix unless mixed=true\)"):
+        source.load_dir(tmp_path, "flyway")
 
 
 def test_detect_each_layout(tmp_path):

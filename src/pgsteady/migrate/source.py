@@ -171,11 +171,8 @@ def load(file: layouts.MigrationFile) -> Migration:
     if file.layout == "pgsteady":
         transactional = NO_TRANSACTION not in _directives(path, text)
     elif file.transactional is None and file.layout == "flyway":
-        # Flyway runs a script with a statement that cannot run in a transaction without one
-        # (statement by statement, as its `mixed` setting allows)
         statements = _unwrap(statements)
-        transactional = all(part.info is None or part.info.transactional
-                            for part in statements)
+        transactional = _flyway_transactional(path, statements)
     elif file.transactional is None:
         statements = _unwrap(statements)
         transactional = not (len(statements) == 1 and statements[0].info is not None
@@ -276,6 +273,23 @@ def _analysed(part: Part) -> StatementInfo:
 def _kind(part: Part) -> str | None:
     """The kind when loading analysed it (plain statements are never transaction control)."""
     return part.info.kind if part.info is not None else None
+
+
+def _flyway_transactional(path: Path, statements: list[Part]) -> bool:
+    """As Flyway decides for a script without ``executeInTransaction``: without a transaction
+    (statement by statement) when none of its statements can run in one, in one when all
+    can; a mix Flyway refuses (its ``mixed`` setting is off by default), and so does this."""
+    outside = [p for p in statements if p.info is not None and not p.info.transactional]
+    if not outside:
+        return True
+    inside = next((p for p in statements if p.info is None or p.info.transactional), None)
+    if inside is not None:
+        assert outside[0].info is not None
+        raise BadMigration(
+            f"{path}:{outside[0].line}: {outside[0].info.kind} cannot run in a transaction and "
+            f"line {inside.line} must run in one (Flyway refuses such a mix unless mixed=true); "
+            f"move it to a script of its own")
+    return False
 
 
 def _unwrap(statements: list[Part]) -> list[Part]:

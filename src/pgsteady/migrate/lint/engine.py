@@ -384,6 +384,7 @@ class Linter:
 
 
 _STARTS = "__pgsteady_command_starts"
+_COMMENTS = frozenset({"SQL_COMMENT", "C_COMMENT"})
 
 
 def command_start(sql: bytes, stmt: Node, command: Node, default: int) -> int:
@@ -403,7 +404,7 @@ def command_start(sql: bytes, stmt: Node, command: Node, default: int) -> int:
 def _command_starts(sql: bytes, stmt: Node) -> list[int]:
     text = sql.decode("utf-8", "replace")
     at = (stmt.get("relation") or {}).get("location")
-    tokens = parse.tokens(text)
+    tokens = [t for t in parse.tokens(text) if t.name not in _COMMENTS]
     if not isinstance(at, int) or not tokens:
         return []
     at = len(sql[:at].decode("utf-8", "ignore"))  # the name's byte offset, in characters

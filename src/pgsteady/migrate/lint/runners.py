@@ -149,35 +149,40 @@ _REINDEX_MANY = frozenset({"REINDEX_OBJECT_SCHEMA", "REINDEX_OBJECT_SYSTEM",
 
 def flyway_outside(text: str) -> bool:
     """True if Flyway runs this script without a transaction (no ``executeInTransaction``
-    set): it holds ``CREATE/DROP DATABASE|TABLESPACE|SUBSCRIPTION``, ``ALTER SYSTEM``,
-    ``CREATE [UNIQUE] INDEX CONCURRENTLY``, ``DROP INDEX CONCURRENTLY``, ``REINDEX
-    SCHEMA|DATABASE|SYSTEM``, ``VACUUM`` or ``DISCARD ALL``. A script that does not parse is
-    left in a transaction (its error is reported when it is linted)."""
+    set): every statement in it is one Flyway's parser keeps out of a transaction, ``CREATE
+    [UNIQUE] INDEX CONCURRENTLY``, ``DROP INDEX CONCURRENTLY``, ``CREATE/DROP
+    DATABASE|TABLESPACE|SUBSCRIPTION``, ``ALTER SYSTEM``, ``REINDEX SCHEMA|DATABASE|SYSTEM``,
+    ``VACUUM`` or ``DISCARD ALL``. A script that mixes them with others is refused by Flyway
+    (unless ``mixed=true``) and is judged in a transaction, so the statement is reported;
+    one that does not parse likewise (its error is reported when it is linted)."""
     if not _FLYWAY_OUTSIDE_WORDS.search(text):
         return False
     from pgsteady.migrate.lint import parse  # noqa: PLC0415 -- rare: such words in a script
 
+    outside = False
     try:
         for statement in parse.statements(text, _FLYWAY_OUTSIDE.__contains__):
-            node, kind = statement.node or {}, statement.kind
-            if statement.embedded or not node:
+            if statement.embedded:
                 continue
-            if kind in ("IndexStmt", "DropStmt"):
-                outside = bool(node.get("concurrent")) and (
-                    kind == "IndexStmt" or node.get("removeType") == "OBJECT_INDEX")
-            elif kind == "ReindexStmt":
-                outside = node.get("kind") in _REINDEX_MANY
-            elif kind == "VacuumStmt":
-                outside = bool(node.get("is_vacuumcmd"))
-            elif kind == "DiscardStmt":
-                outside = node.get("target") == "DISCARD_ALL"
-            else:
-                outside = True
-            if outside:
-                return True
+            if not _flyway_keeps_out(statement.kind, statement.node or {}):
+                return False
+            outside = True
     except parse.ParseFailure:
         return False
-    return False
+    return outside
+
+
+def _flyway_keeps_out(kind: str, node: dict[str, object]) -> bool:
+    if kind in ("IndexStmt", "DropStmt"):
+        return bool(node.get("concurrent")) and (
+            kind == "IndexStmt" or node.get("removeType") == "OBJECT_INDEX")
+    if kind == "ReindexStmt":
+        return node.get("kind") in _REINDEX_MANY
+    if kind == "VacuumStmt":
+        return bool(node.get("is_vacuumcmd"))
+    if kind == "DiscardStmt":
+        return node.get("target") == "DISCARD_ALL"
+    return kind in _FLYWAY_OUTSIDE
 
 
 def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
