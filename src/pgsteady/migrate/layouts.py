@@ -18,8 +18,9 @@ these names. What each tool does, and so what pgsteady does with its folder:
 - ``dbmate``: ``<version>_<name>.sql`` with ``-- migrate:up`` / ``-- migrate:down``; one
   transaction unless the up line says ``transaction:false``.
 - ``flyway``: ``V<version>__<description>.sql`` (``1``, ``1.2``, ``1_2`` = ``1.2``), one
-  transaction unless a statement cannot run in one (Flyway spots ``CREATE INDEX
-  CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one);
+  transaction unless its statements cannot run in one (Flyway spots ``CREATE INDEX
+  CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one; it
+  refuses a script mixing them with other statements);
   ``executeInTransaction=true|false`` in a ``<file>.conf`` next to it or in a
   ``-- flyway:executeInTransaction=...`` header decides instead. Repeatable (``R__``), undo
   (``U``) and baseline (``B``) scripts are reported as skipped.
