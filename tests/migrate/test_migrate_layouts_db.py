@@ -335,3 +335,25 @@ def test_a_goose_go_migration_keeps_its_place_and_migrate_stops_before_it(tmp_pa
     assert columns(db, "t") == ["a", "b"]
     status = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--status")
     assert status.returncode == 0 and "missing" not in status.stdout, status.stdout
+
+
+def test_accept_records_a_failed_flyway_row_as_applied(tmp_path, db):
+    """A Flyway row with success = false (a failed non-transactional script) is 'unfinished';
+    --accept marks it applied with the file's checksum, as `flyway repair` leaves it (it used
+    to say 'accepted' and change nothing), and migrate then goes on."""
+    folder = _write(tmp_path / "flyway", {"V1__create.sql": CREATE, "V1_1__add.sql": ADD})
+    with psycopg.connect(db, autocommit=True) as conn:
+        _as_the_tool_left_it(conn, "flyway", folder)
+        conn.execute(ADD)
+        conn.execute("INSERT INTO flyway_schema_history VALUES (2, '1.1', 'add', 'SQL', "
+                     "'V1_1__add.sql', 0, 'test', now(), 3, false)")
+    refused = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert refused.returncode == 1 and "unfinished" in refused.stderr, refused.stderr
+    accepted = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--accept", "1.1")
+    assert accepted.returncode == 0, accepted.stderr
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT success, checksum FROM flyway_schema_history "
+                            "WHERE version = '1.1'").fetchone() == (
+            True, _flyway_checksum((folder / "V1_1__add.sql").read_text()))
+    again = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert again.returncode == 0 and "nothing to apply" in again.stderr + again.stdout

@@ -263,9 +263,11 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
                    f"beside their up scripts: name one to lint it")
     if not_run:
         shown = ", ".join(p.name for p in not_run[:3]) + (", ..." if len(not_run) > 3 else "")
-        kind = ".sql file" if all(p.suffix == ".sql" for p in not_run) else "file"
+        sql_only = all(p.suffix == ".sql" for p in not_run)
+        kind = ".sql file" if sql_only else "file"
         reason += (f"; skipped {len(not_run)} {kind}{'s' if len(not_run) != 1 else ''} "
-                   f"{choice.runner} does not run as SQL ({shown}): name one to lint it")
+                   f"{choice.runner} does not run as SQL ({shown})"
+                   + (": name one to lint it" if sql_only else ""))
     return report, choice.runner, reason
 
 

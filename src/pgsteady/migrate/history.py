@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from pgsteady.errors import UsageError
+from pgsteady.errors import MigrationError, UsageError
 from pgsteady.migrate import queries
 from pgsteady.settings import default_label
 
@@ -321,7 +321,11 @@ class Store:
     def realign(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
         """Accept the file as it is now (``--accept`` of an edited or unfinished one)."""
         if (self.tool, "realign") in queries.HISTORY_DML:
-            conn.execute(self._statement("realign"), self._params(migration, 0, 0.0, True))
+            changed = conn.execute(self._statement("realign"),
+                                   self._params(migration, 0, 0.0, True)).rowcount
+            if changed == 0:  # never say "accepted" for a row that did not change
+                raise MigrationError(f"--accept {migration.tag}: no row of "
+                                     f"{self.qualified} changed; see pgsteady migrate --status")
         else:  # the other tools keep no checksum: record it as applied
             self.record(conn, migration, 0, 0.0)
 

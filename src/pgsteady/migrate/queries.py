@@ -265,8 +265,9 @@ SELECT coalesce(max(installed_rank), 0) + 1, %(tag)s, %(name)s, %(type)s, %(scri
        %(checksum)s, current_user, %(duration_ms)s + """ + _THIS_TRY_MS + """, true
 FROM {}""",
     ("flyway", "forget"): "DELETE FROM {} WHERE version = %(tag)s",
-    ("flyway", "realign"): "UPDATE {} SET checksum = %(checksum)s, description = %(name)s "
-                           "WHERE version = %(tag)s AND success",
+    # as `flyway repair` would leave it: the file's checksum, and a failed row as applied
+    ("flyway", "realign"): "UPDATE {} SET checksum = %(checksum)s, description = %(name)s, "
+                           "success = true WHERE version = %(tag)s",
     ("prisma", "start"): """
 INSERT INTO {} (id, checksum, migration_name, started_at, applied_steps_count)
 SELECT %(id)s::varchar, %(checksum)s::varchar, %(tag)s::varchar, now(), 0
