@@ -112,10 +112,10 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
         name = layouts.detect(directory, listing) if layout == "auto" else layout
         found = layouts.scan(directory, name, listing)
     except layouts.LayoutError as exc:
-        raise BadMigration(str(exc)) from None
+        raise BadMigration(str(exc) + _fits_hint(directory, layout)) from None
     said = [skipped for skipped in found.skipped if skipped.said]
     if layout != "auto" and said and not found.files:
-        raise BadMigration(_no_file_of(directory, layout, listing, said))
+        raise BadMigration(_no_file_of(directory, layout, said))
     for skipped in found.skipped:
         if not skipped.said:
             log.debug("skipped %s: %s", skipped.path, skipped.reason)
@@ -127,18 +127,29 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
     return found
 
 
-def _no_file_of(directory: str | Path, layout: str, listing: layouts.Listing,
-                said: list[layouts.Skipped]) -> str:
+def _fits(directory: str | Path, layout: str) -> str | None:
+    """The layout the folder reads as, when detection names one other than ``layout``."""
+    try:
+        fits = layouts.detect(directory)
+    except (layouts.LayoutError, OSError):
+        return None
+    return fits if fits not in ("pgsteady", layout) else None
+
+
+def _fits_hint(directory: str | Path, layout: str) -> str:
+    """`` (the folder reads as flyway: ...)`` after a --layout's refusal of a file."""
+    fits = _fits(directory, layout) if layout != "auto" else None
+    return (f" (the folder reads as {fits}: pass --layout {fits} or leave --layout out)"
+            if fits else "")
+
+
+def _no_file_of(directory: str | Path, layout: str, said: list[layouts.Skipped]) -> str:
     """One line for a --layout that fits none of the folder's files, naming the one that
     does when detection finds it."""
-    try:
-        fits = layouts.detect(directory, listing)
-    except layouts.LayoutError:
-        fits = None
+    fits = _fits(directory, layout)
     first = said[0]
     hint = (f"the folder reads as {fits}: pass --layout {fits} or leave --layout out"
-            if fits not in (None, "pgsteady", layout) else
-            "is --dir the migrations folder, and --layout its tool?")
+            if fits else "is --dir the migrations folder, and --layout its tool?")
     return (f"{directory}: no file is a {layout} migration ({len(said)} skipped; "
             f"{first.path.name}: {first.reason}); {hint}")
 
