@@ -183,7 +183,7 @@ def load(file: layouts.MigrationFile) -> Migration:
         transactional = NO_TRANSACTION not in _directives(path, text)
     elif file.transactional is None and file.layout == "flyway":
         statements = _unwrap(statements)
-        transactional = _flyway_transactional(path, statements)
+        transactional = _flyway_transactional(statements)
     elif file.transactional is None:
         statements = _unwrap(statements)
         transactional = not (len(statements) == 1 and statements[0].info is not None
@@ -286,21 +286,13 @@ def _kind(part: Part) -> str | None:
     return part.info.kind if part.info is not None else None
 
 
-def _flyway_transactional(path: Path, statements: list[Part]) -> bool:
-    """As Flyway decides for a script without ``executeInTransaction``: without a transaction
-    (statement by statement) when none of its statements can run in one, in one when all
-    can; a mix Flyway refuses (its ``mixed`` setting is off by default), and so does this."""
-    outside = [p for p in statements if p.info is not None and not p.info.transactional]
-    if not outside:
-        return True
-    inside = next((p for p in statements if p.info is None or p.info.transactional), None)
-    if inside is not None:
-        assert outside[0].info is not None
-        raise BadMigration(
-            f"{path}:{outside[0].line}: {outside[0].info.kind} cannot run in a transaction and "
-            f"line {inside.line} must run in one (Flyway refuses such a mix unless mixed=true); "
-            f"move it to a script of its own")
-    return False
+def _flyway_transactional(statements: list[Part]) -> bool:
+    """As Flyway decides for a script without ``executeInTransaction``: in a transaction when
+    every statement can run in one, else without one, statement by statement. A script that
+    mixes the two runs so too, as Flyway runs it with ``mixed=true``; with its default it
+    refuses such a script, which lint reports (``concurrently-in-transaction``). Refusing it
+    here would also refuse --status and preflight of a folder that applied it long ago."""
+    return all(part.info is None or part.info.transactional for part in statements)
 
 
 def _unwrap(statements: list[Part]) -> list[Part]:

@@ -22,8 +22,8 @@ goose              one per file unless ``-- +goose NO TRANSACTION``;    no
 dbmate             one per file unless ``-- migrate:up transaction:false``; no
                    only the ``-- migrate:up`` section
 flyway             one per script, none if no statement can run in    no
-                   one (``CONCURRENTLY``, ``VACUUM``, ...; a mix is
-                   refused), unless ``executeInTransaction`` says
+                   one (``CONCURRENTLY``, ``VACUUM``, ...; Flyway
+                   refuses a mix), unless ``executeInTransaction`` says
 diesel             one per ``up.sql`` unless its ``metadata.toml`` says   no
                    ``run_in_transaction = false`` (then as prisma)
 sql-migrate        one per file unless ``-- +migrate Up notransaction``; no
