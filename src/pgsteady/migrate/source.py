@@ -181,17 +181,16 @@ def load(file: layouts.MigrationFile) -> Migration:
     statements = parts_of(path, file.up)
     if file.layout == "pgsteady":
         transactional = NO_TRANSACTION not in _directives(path, text)
-    elif file.transactional is None and file.layout == "flyway":
-        statements = _unwrap(statements)
-        transactional = _flyway_transactional(statements)
-    elif file.transactional is None:
-        statements = _unwrap(statements)
-        transactional = not (len(statements) == 1 and statements[0].info is not None
-                             and not statements[0].info.transactional)
     else:
-        transactional = file.transactional
-        if transactional:
+        if file.transactional is not False:  # the tool's transaction swallows the file's own
             statements = _unwrap(statements)
+        if file.transactional is not None:
+            transactional = file.transactional
+        elif file.layout == "flyway":
+            transactional = _flyway_transactional(statements)
+        else:
+            transactional = not (len(statements) == 1 and statements[0].info is not None
+                                 and not statements[0].info.transactional)
     if not statements:
         if file.layout == "pgsteady":
             raise BadMigration(f"{path}:{file.up.first_line}: contains no SQL statement; add "

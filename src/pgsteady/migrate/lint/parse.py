@@ -176,16 +176,31 @@ def statements(text: str, wanted: Callable[[str], bool]) -> Iterator[Statement]:
         yield from _from_batches(text, _chunked(rest), wanted, long=len(rest) >= _THREAD_FROM)
 
 
+def _error_of(exc: pg.ParseError) -> tuple[str, int | None]:
+    """pglast's ParseError as (message, character offset of the error if it gave one)."""
+    message = str(exc.args[0]) if exc.args else "syntax error"
+    cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
+    return message, cursor
+
+
+def _too_deep(message: str) -> bool:
+    """The parser ran out of stack (or the grammar out of nesting), not a syntax error."""
+    return _STACK_DEPTH in message or message.startswith(_BISON_DEPTH)
+
+
+def _failure_at(text: str, offset: int, message: str) -> ParseFailure:
+    """The file's ParseFailure at ``offset``, with a hint where one is likely."""
+    return ParseFailure(offset, message + missing_semicolon_hint(text, offset)
+                        + odd_blank_hint(text, offset))
+
+
 def _first_failure(text: str, failure: ParseFailure, exc: pg.ParseError) -> ParseFailure:
     """The file's real first error: the parser's, when it read past where a piece failed (that
     piece was cut short by the scanner, as a BEGIN ATOMIC body is), else the piece's."""
-    message = str(exc.args[0]) if exc.args else ""
-    cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
-    if (cursor is None or cursor <= failure.offset or _STACK_DEPTH in message
-            or message.startswith(_BISON_DEPTH)):
+    message, cursor = _error_of(exc)
+    if cursor is None or cursor <= failure.offset or _too_deep(message):
         return failure
-    return ParseFailure(cursor, message + missing_semicolon_hint(text, cursor)
-                        + odd_blank_hint(text, cursor))
+    return _failure_at(text, cursor, message)
 
 
 def _scanner_slices(text: str, start: int = 0) -> list[slice]:
@@ -194,9 +209,8 @@ def _scanner_slices(text: str, start: int = 0) -> list[slice]:
     try:
         found = pg.split(text[start:] if start else text, with_parser=False, only_slices=True)
     except pg.ParseError as exc:
-        message = str(exc.args[0]) if exc.args else "syntax error"
-        cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else 0
-        raise ParseFailure(start + cursor, message) from None
+        message, cursor = _error_of(exc)
+        raise ParseFailure(start + (cursor or 0), message) from None
     return [slice(start + p.start, start + p.stop) for p in found] if start else list(found)
 
 
@@ -421,14 +435,12 @@ def _fast_decode() -> Callable[[str], Node]:
 def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # noqa: PLR0917
                 exc: pg.ParseError) -> Statement:
     """An unparsed statement if the parser ran out of stack; else the file's ParseFailure."""
-    message = str(exc.args[0]) if exc.args else "syntax error"
-    if _STACK_DEPTH in message or message.startswith(_BISON_DEPTH):
+    message, cursor = _error_of(exc)
+    if _too_deep(message):
         return Statement(_first_word(text, char_start, base), end, "", None, base,
                          unparsed="nested deeper than the parser allows")
-    cursor = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], int) else None
     offset = char_start + cursor if cursor is not None else char_start + len(sql.rstrip())
-    raise ParseFailure(offset, message + missing_semicolon_hint(text, offset)
-                       + odd_blank_hint(text, offset)) from None
+    raise _failure_at(text, offset, message) from None
 
 
 def deep_call(function: Callable[..., Any], *args: Any) -> Any:
