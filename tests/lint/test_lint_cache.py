@@ -133,8 +133,8 @@ def test_untouched_files_skip_even_reading(folder, capsys, monkeypatch):
     first = lint(capsys, "migrations")
     loaded: list[int] = []
     original = runners.load
-    monkeypatch.setattr(runners, "load", lambda files, runner: loaded.append(1)
-                        or original(files, runner))
+    monkeypatch.setattr(runners, "load", lambda files, runner, heads=None: loaded.append(1)
+                        or original(files, runner, heads))
     linted = count_linted(monkeypatch)
     assert lint(capsys, "migrations") == first
     assert loaded == [] and linted == []

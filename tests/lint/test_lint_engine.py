@@ -246,6 +246,25 @@ def test_collect_files_walks_folders_and_refuses_missing_paths(tmp_path):
         collect_files([str(tmp_path / "empty")])
 
 
+def test_collect_files_finds_what_rglob_finds(tmp_path):
+    """Links to files count, linked folders are not entered, other names are left out: the
+    same files as ``rglob("*.sql")`` filtered by ``is_file``."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "1.sql").write_text("SELECT 1;")
+    (tmp_path / "a" / ".hidden.sql").write_text("SELECT 1;")
+    (tmp_path / "a" / "dir.sql").mkdir()
+    (tmp_path / "a" / "dir.sql" / "2.sql").write_text("SELECT 1;")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "3.sql").write_text("SELECT 1;")
+    (tmp_path / "a" / "linked").symlink_to(tmp_path / "outside")
+    (tmp_path / "a" / "4.sql").symlink_to(tmp_path / "outside" / "3.sql")
+    (tmp_path / "a" / "gone.sql").symlink_to(tmp_path / "nothing.sql")
+    (tmp_path / "a" / "5.SQL").write_text("SELECT 1;")
+    expected = sorted(p for p in (tmp_path / "a").rglob("*.sql") if p.is_file())
+    assert sorted(collect_files([str(tmp_path / "a")])) == expected
+    assert {p.name for p in expected} == {"1.sql", ".hidden.sql", "2.sql", "4.sql"}
+
+
 def test_lint_paths_lints_every_file(tmp_path):
     """lint_paths returns one report per file."""
     (tmp_path / "1.sql").write_text("VACUUM FULL t;")

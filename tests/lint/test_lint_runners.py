@@ -330,3 +330,30 @@ def test_goose_go_migrations_are_named_not_linted(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "003_idx.sql:4:1 require-concurrent-index-creation" in captured.out
     assert "skipped 1 file goose does not run as SQL (002_backfill.go)" in captured.err
+
+
+@pytest.mark.parametrize("header", ["", "-- +goose Up\n"])
+def test_a_detected_folder_is_read_once(tmp_path, capsys, monkeypatch, header):
+    """Detection reads small files whole; linting uses those reads instead of opening each
+    file again (plain folders and tool layouts alike), and lints the same."""
+    write(tmp_path, {f"{n:04d}_step.sql": header + "ALTER TABLE t ADD COLUMN c int NOT NULL;\n"
+                     for n in range(1, 6)})
+    before = run(capsys, str(tmp_path))
+    opened: list[str] = []
+    real_open = Path.open
+    real_read = Path.read_bytes
+
+    def spy_open(self: Path, *args: object, **kwargs: object):
+        opened.append(self.name)
+        return real_open(self, *args, **kwargs)
+
+    def spy_read(self: Path) -> bytes:
+        opened.append(self.name)
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "open", spy_open)
+    monkeypatch.setattr(Path, "read_bytes", spy_read)
+    assert run(capsys, str(tmp_path)) == before
+    assert sorted(n for n in opened if n.endswith(".sql")) == [
+        f"{n:04d}_step.sql" for n in range(1, 6)]
+    assert sum(rule == "adding-required-field" for _, rule in before[1]) == 5

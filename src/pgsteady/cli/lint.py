@@ -235,8 +235,9 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     choice = _runner(args, config, paths)
     downs: list[Path] = []
     not_run: list[Path] = []
-    files = runners.files_for(paths, choice.runner, downs, not_run)
-    units, broken = runners.load(files, choice.runner)
+    files = runners.files_for(paths, choice.runner, downs, not_run, choice.listing)
+    units, broken = runners.load(files, choice.runner,
+                                 choice.listing.heads if choice.listing else None)
     history: list[Unit] = []
     if args.history:
         if args.dsn:

@@ -5,6 +5,7 @@ Importable without the parser (a warm cache needs only this and :mod:`report`).
 
 from __future__ import annotations
 
+import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -40,11 +41,15 @@ def _line_col(data: bytes, offset: int) -> tuple[int, int]:
     return index + 1, len(data[starts[index]:offset].decode("utf-8", "ignore")) + 1
 
 
-def read_sql(path: Path, display: str | None = None) -> str | SyntaxProblem:
-    """A file's text; a SyntaxProblem if it is not UTF-8; UsageError if unreadable."""
+def read_sql(path: Path, display: str | None = None, heads: dict[Path, bytes] | None = None,
+             ) -> str | SyntaxProblem:
+    """A file's text; a SyntaxProblem if it is not UTF-8; UsageError if unreadable.
+    ``heads``: files already read whole (runner detection reads them), used once."""
     name = display or str(path)
     try:
-        data = path.read_bytes()
+        data = heads.pop(path, None) if heads else None
+        if data is None:
+            data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
     try:
@@ -66,7 +71,7 @@ def collect_files(paths: Iterable[str], skipped: list[Path] | None = None) -> li
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            found = sorted((p for p in path.rglob("*.sql") if p.is_file()), key=natural_key)
+            found = sorted(_sql_files(path), key=natural_key)
             if not found:
                 raise UsageError(f"no .sql files under {name}")
             for file in found:
@@ -80,6 +85,30 @@ def collect_files(paths: Iterable[str], skipped: list[Path] | None = None) -> li
         else:
             raise UsageError(f"{name}: no such file or folder")
     return out
+
+
+def _sql_files(folder: Path) -> list[Path]:
+    """``*.sql`` files under ``folder``, as ``rglob`` and ``is_file`` find them (links to
+    files count, linked folders are not entered, unreadable folders are passed over), with
+    the kinds ``os.scandir`` already knows instead of a ``stat`` per file."""
+    found: list[Path] = []
+    folders = [folder]
+    while folders:  # bounded: each folder of the tree once, links to folders not followed
+        top = folders.pop()
+        try:
+            with os.scandir(top) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(top / entry.name)
+                elif entry.name.endswith(".sql") and entry.is_file():
+                    found.append(top / entry.name)
+            except OSError:
+                continue
+    return found
 
 
 _DIGITS = re.compile(r"(\d+)")

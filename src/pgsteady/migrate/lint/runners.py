@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgsteady._errors_root import UsageError
@@ -66,10 +66,12 @@ _OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|d
 
 @dataclass(frozen=True)
 class Choice:
-    """The profile used, and why (shown to the user)."""
+    """The profile used, and why (shown to the user); ``listing``: the folder as detection
+    saw it, with the files it read whole, so they are not listed or read again."""
 
     runner: str
     reason: str
+    listing: layouts.Listing | None = field(default=None, compare=False, repr=False)
 
 
 def check_name(name: str, where: str = "--runner") -> str:
@@ -95,18 +97,21 @@ def detect(paths: Iterable[str]) -> Choice:
             return Choice("sqitch", f"sqitch.plan in {place}")
     if first.is_file() and _ALEMBIC.search(_head(first)):
         return Choice("alembic-sql", f"{first} writes alembic_version")
-    names = [p.name for p in folder.iterdir() if p.name.endswith(".sql")] \
-        if folder.is_dir() else []
+    try:
+        listing = layouts.Listing.of(folder)
+    except layouts.LayoutError:
+        listing = None
+    names = [e.name for e in listing.entries if e.name.endswith(".sql")] if listing else []
     if names and any(_NONTX.search(n) or _OTHER_DIALECT.search(n) for n in names) and all(
             _UP_DOWN.search(n) for n in names):
-        return Choice("golang-migrate", f"up/down (popx) names in {folder}")
+        return Choice("golang-migrate", f"up/down (popx) names in {folder}", listing)
     try:
-        found = layouts.detect(folder)
+        found = layouts.detect(folder, listing)
     except layouts.LayoutError as exc:
-        return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --runner")
+        return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --runner", listing)
     if found == "pgsteady":
-        return Choice("pgsteady", "no other tool's layout found")
-    return Choice(found, f"detected from {folder}")
+        return Choice("pgsteady", "no other tool's layout found", listing)
+    return Choice(found, f"detected from {folder}", listing)
 
 
 def _head(path: Path) -> str:
@@ -186,25 +191,31 @@ def _flyway_keeps_out(kind: str, node: dict[str, object]) -> bool:
 
 
 def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
-                 ) -> list[Path] | None:
+                 listing: layouts.Listing | None = None) -> list[Path] | None:
     """The files of ``folder`` that ``runner`` applies, in its order (Up files only);
     None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql).
     ``.sql`` files of the folder that the tool does not run go to ``not_run`` (a data script
-    beside Diesel's folders, Flyway's repeatables): the summary names them."""
+    beside Diesel's folders, Flyway's repeatables): the summary names them. ``listing``: the
+    folder as detection saw it, if it is this folder."""
+    if listing is not None and listing.folder != folder:
+        listing = None
     if runner == "sqitch":
         deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
         return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
     if runner == "golang-migrate":
         # By name, not layouts.scan: popx's 20-digit versions are fine for linting.
-        ups = [p for p in folder.iterdir() if p.is_file() and _UP.match(p.name)
-               and not _OTHER_DIALECT.search(p.name)]
+        entries = listing.entries if listing is not None else layouts.Listing.of(folder).entries
+        ups = [e.path for e in entries if e.is_file and _UP.match(e.name)
+               and not _OTHER_DIALECT.search(e.name)]
         specific = {p.name.partition("_")[0] for p in ups if ".postgres." in p.name}
         ups = [p for p in ups if ".postgres." in p.name
                or p.name.partition("_")[0] not in specific]
         return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
     if runner in layouts.NAMES and runner != "pgsteady":
+        seen = None if listing is None else layouts.Listing(  # scan uses up what it reads
+            listing.folder, listing.entries, dict(listing.heads))
         try:
-            scan = layouts.scan(folder, runner)
+            scan = layouts.scan(folder, runner, seen)
         except layouts.LayoutError as exc:
             raise UsageError(str(exc)) from None
         if not_run is not None:
@@ -216,14 +227,16 @@ def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
 
 
 def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = None,
-              not_run: list[Path] | None = None) -> list[Path]:
+              not_run: list[Path] | None = None, listing: layouts.Listing | None = None,
+              ) -> list[Path]:
     """Files as given; folders expanded to the files ``runner`` applies, in its order (down
     scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`; other
-    ``.sql`` files the runner does not run, to ``not_run``)."""
+    ``.sql`` files the runner does not run, to ``not_run``). ``listing``: a folder as
+    detection saw it (:attr:`Choice.listing`)."""
     out: list[Path] = []
     for name in paths:
         path = Path(name)
-        found = folder_files(path, runner, not_run) if path.is_dir() else None
+        found = folder_files(path, runner, not_run, listing) if path.is_dir() else None
         if found is None:
             out += collect_files([name], skipped)
         elif not found:
@@ -233,13 +246,15 @@ def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = No
     return out
 
 
-def load(files: Iterable[Path], runner: str) -> tuple[list[Unit], dict[int, FileReport]]:
+def load(files: Iterable[Path], runner: str, heads: dict[Path, bytes] | None = None,
+         ) -> tuple[list[Unit], dict[int, FileReport]]:
     """Each file as a unit for ``runner``; files that are not UTF-8 become reports (by index)
-    and an empty unit in their place, so the order and the count stay."""
+    and an empty unit in their place, so the order and the count stay. ``heads``: files
+    already read whole (:attr:`Choice.listing`), each used once."""
     units: list[Unit] = []
     broken: dict[int, FileReport] = {}
     for path in files:
-        text = read_sql(path)
+        text = read_sql(path, heads=heads)
         if isinstance(text, SyntaxProblem):
             broken[len(units)] = FileReport(str(path), syntax_error=text)
             units.append(Unit(str(path), ""))
