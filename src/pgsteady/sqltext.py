@@ -18,7 +18,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+from pgsteady._record import Record
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Final
 
 # What can change the scanner's state; everything between two of these is plain text.
 _SPECIAL = re.compile(r"--|/\*|['\"$;()]")
@@ -41,14 +46,16 @@ _ESCAPED = {q: re.compile(f"{q}[^{q}\\\\]*(?:(?:\\\\.|{q}{q})[^{q}\\\\]*)*{q}", 
             for q in "'\""}
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(Record):
     """One statement's text (without its ``;``), where it starts in the file (1-based)."""
 
-    text: str
-    offset: int
-    line: int
-    col: int
+    __slots__ = ("col", "line", "offset", "text")
+
+    def __init__(self, text: str, offset: int, line: int, col: int) -> None:
+        self.text: Final = text
+        self.offset: Final = offset
+        self.line: Final = line
+        self.col: Final = col
 
 
 def _literal_end(text: str, pos: int, *, backslash: bool) -> int:

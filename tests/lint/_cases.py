@@ -8,7 +8,6 @@ model (so the case can show a column's old type or a table that already exists),
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from pgsteady.migrate.lint.config import LintConfig
@@ -32,7 +31,7 @@ def config_for(sql: str) -> LintConfig:
             parsed: object = {"true": True, "false": False}.get(value, value)
             if key == "pg_version":
                 parsed = int(value)
-            config = replace(config, **{key: parsed})
+            config = config.replace(**{key: parsed})
     return config
 
 

@@ -104,12 +104,14 @@ def test_plain_lint_imports_no_psycopg_rich_or_database_layer(folder):
 
 def test_cold_lint_process_skips_logging_toml_and_shutil(folder):
     """A whole ``pgsteady lint`` process in a project whose pyproject.toml has no section of
-    ours loads neither logging, tomllib nor shutil (start-up a pre-commit hook waits for);
-    with ``-vv`` logging is configured and the cache's debug lines reach stderr."""
+    ours loads neither logging, tomllib, shutil nor dataclasses (and with it inspect): start-up
+    a pre-commit hook waits for; with ``-vv`` logging is configured and the cache's debug
+    lines reach stderr."""
     (folder.parent / "pyproject.toml").write_text("[project]\nname = 'app'\n[broken\n")
     probe = ("import sys\nsys.argv = ['pgsteady', *sys.argv[1:]]\n"
              "from pgsteady._main import main\ncode = main()\n"
-             "print(sorted(m for m in ('logging', 'tomllib', 'shutil') if m in sys.modules))\n"
+             "print(sorted(m for m in ('logging', 'tomllib', 'shutil', 'dataclasses', "
+             "'inspect', 'typing') if m in sys.modules))\n"
              "raise SystemExit(code)\n")
     run = subprocess.run([sys.executable, "-c", probe, "lint", "--no-cache", "migrations"],
                          capture_output=True, text=True, cwd=folder.parent, timeout=60,

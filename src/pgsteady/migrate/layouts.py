@@ -47,8 +47,13 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from pgsteady._record import Record
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Final
 
 
 class LayoutError(ValueError):
@@ -85,56 +90,77 @@ _FLYWAY_HEADER = re.compile(r"^--\s*flyway:executeInTransaction\s*=\s*(?P<value>
                             re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class UpPart:
+class UpPart(Record):
     """The Up migration of a file: its text, and where that text starts in the file.
 
     The text is a whole-line slice of the file, so line ``n`` of it is line
     ``first_line + n - 1`` of the file and columns are unchanged.
     """
 
-    text: str
-    first_line: int = 1
+    __slots__ = ("first_line", "text")
+
+    def __init__(self, text: str, first_line: int = 1) -> None:
+        self.text: Final = text
+        self.first_line: Final = first_line
 
     def file_line(self, line: int) -> int:
         """The file's line for ``line`` (1-based) of the Up text."""
         return self.first_line + line - 1
 
 
-@dataclass(frozen=True)
-class MigrationFile:
-    """One migration as its tool sees it, before its SQL is analysed."""
+class MigrationFile(Record):
+    """One migration as its tool sees it, before its SQL is analysed.
 
-    layout: str
-    version: int  # the ordering number (for flyway, the first part of a dotted version)
-    tag: str  # the version as the tool writes it in its history table
-    order: tuple[int, ...]
-    name: str
-    path: Path
-    up: UpPart
-    transactional: bool | None  # None: as the statements allow (a lone statement may not)
-    text: str = field(repr=False)  # the whole file, for its checksum
-    #: Why pgsteady cannot run it, when its tool runs it from code (goose's Go migrations):
-    #: it keeps its place in the order and the history, and migrate stops before it.
-    elsewhere: str | None = None
+    ``version``: the ordering number (for flyway, the first part of a dotted version);
+    ``tag``: the version as the tool writes it in its history table; ``transactional`` None:
+    as the statements allow (a lone statement may not); ``text``: the whole file, for its
+    checksum; ``elsewhere``: why pgsteady cannot run it, when its tool runs it from code
+    (goose's Go migrations): it keeps its place in the order and the history, and migrate
+    stops before it.
+    """
+
+    __slots__ = ("elsewhere", "layout", "name", "order", "path", "tag", "text",
+                 "transactional", "up", "version")
+    _UNSHOWN = ("text",)
+
+    def __init__(self, layout: str, version: int, tag: str, order: tuple[int, ...],  # noqa: PLR0917
+                 name: str, path: Path, up: UpPart, transactional: bool | None, text: str,
+                 elsewhere: str | None = None) -> None:
+        self.layout: Final = layout
+        self.version: Final = version
+        self.tag: Final = tag
+        self.order: Final = order
+        self.name: Final = name
+        self.path: Final = path
+        self.up: Final = up
+        self.transactional: Final = transactional
+        self.text: Final = text
+        self.elsewhere: Final = elsewhere
 
 
-@dataclass(frozen=True)
-class Skipped:
-    """A folder entry that is not a migration of the layout, and why."""
+class Skipped(Record):
+    """A folder entry that is not a migration of the layout, and why; ``said`` False:
+    expected clutter (.gitkeep, .DS_Store), logged only with -vv."""
 
-    path: Path
-    reason: str
-    said: bool = True   # False: expected clutter (.gitkeep, .DS_Store), logged only with -vv
+    __slots__ = ("path", "reason", "said")
+
+    def __init__(self, path: Path, reason: str, said: bool = True) -> None:
+        self.path: Final = path
+        self.reason: Final = reason
+        self.said: Final = said
 
 
-@dataclass
-class Scan:
+class Scan(Record):
     """A folder read as one layout."""
 
-    layout: str
-    files: list[MigrationFile]
-    skipped: list[Skipped]
+    __slots__ = ("files", "layout", "skipped")
+    __hash__ = None  # type: ignore[assignment]  # its lists may change
+
+    def __init__(self, layout: str, files: list[MigrationFile], skipped: list[Skipped],
+                 ) -> None:
+        self.layout = layout
+        self.files = files
+        self.skipped = skipped
 
 
 def _lines_between(text: str, start_line: int, end_line: int | None) -> str:
@@ -343,15 +369,19 @@ def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:
 # --- folders ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One folder entry, its kind read once (``os.scandir`` knows it without a stat)."""
+class _Entry(Record):
+    """One folder entry, its kind read once (``os.scandir`` knows it without a stat);
+    ``dangling``: a symbolic link to nothing."""
 
-    path: Path
-    name: str
-    is_dir: bool
-    is_file: bool
-    dangling: bool  # a symbolic link to nothing
+    __slots__ = ("dangling", "is_dir", "is_file", "name", "path")
+
+    def __init__(self, path: Path, name: str, is_dir: bool, is_file: bool,
+                 dangling: bool) -> None:
+        self.path: Final = path
+        self.name: Final = name
+        self.is_dir: Final = is_dir
+        self.is_file: Final = is_file
+        self.dangling: Final = dangling
 
 
 def _entries(folder: Path) -> list[_Entry]:
@@ -367,14 +397,17 @@ def _entries(folder: Path) -> list[_Entry]:
     return found
 
 
-@dataclass
 class Listing:
     """One look at a folder, shared by :func:`detect` and :func:`scan`: its entries, and the
     files detect read whole (used once by scan, then dropped)."""
 
-    folder: Path
-    entries: list[_Entry] = field(default_factory=list)
-    heads: dict[Path, bytes] = field(default_factory=dict)
+    __slots__ = ("entries", "folder", "heads")
+
+    def __init__(self, folder: Path, entries: list[_Entry] | None = None,
+                 heads: dict[Path, bytes] | None = None) -> None:
+        self.folder = folder
+        self.entries: list[_Entry] = [] if entries is None else entries
+        self.heads: dict[Path, bytes] = {} if heads is None else heads
 
     @classmethod
     def of(cls, folder: str | Path) -> Listing:

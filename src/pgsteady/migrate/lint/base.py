@@ -10,13 +10,13 @@ Fields at their default (false, 0, empty) are absent, so always read them with `
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 
+from pgsteady._record import Record
 from pgsteady.migrate.lint.schema import Key, Schema
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any, Literal
+    from typing import Any, Final, Literal
 
     Node = dict[str, Any]
 else:
@@ -27,8 +27,7 @@ else:
 DEFAULT_PG_VERSION = 14
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
+class Hit(Record):
     """One problem a rule found in a statement.
 
     ``location`` is a node's ``location`` (the engine maps it to the file); ``None`` means the
@@ -38,47 +37,62 @@ class Hit:
     is unknown).
     """
 
-    detail: str = ""
-    location: int | None = None
-    table: tuple[str | None, str] | None = None
-    severity: Literal["error", "warning"] | None = None
-    command: Node | None = field(default=None, compare=False)
+    __slots__ = ("command", "detail", "location", "severity", "table")
+    _UNCOMPARED = ("command",)
+
+    def __init__(self, detail: str = "", location: int | None = None,
+                 table: tuple[str | None, str] | None = None,
+                 severity: Literal["error", "warning"] | None = None,
+                 command: Node | None = None) -> None:
+        self.detail: Final = detail
+        self.location: Final = location
+        self.table: Final = table
+        self.severity: Final = severity
+        self.command: Final = command
 
 
-@dataclass
 class Context:
     """What the engine knows about the file so far, before the current statement."""
 
-    pg_version: int = DEFAULT_PG_VERSION
-    assume_runner_timeouts: bool = True
-    assume_in_transaction: bool = True
-    transaction_depth: int = 0
-    lock_timeout_set: bool = False
-    statement_timeout_set: bool = False
-    # The schema replayed so far: tables (new ones too), columns and their types, views.
-    schema: Schema = field(default_factory=Schema)
-    # True while the statements of a DO block are checked: one statement, one transaction.
-    in_do_block: bool = False
-    # CHECK constraints added NOT VALID, by name -> (table, column they prove NOT NULL).
-    pending_not_null_checks: dict[str, tuple[Key, str]] = field(default_factory=dict)
-    # Constraints added NOT VALID in the transaction still open (validating them there keeps
-    # the ADD's ACCESS EXCLUSIVE lock for the whole scan).
-    not_valid_in_transaction: set[str] = field(default_factory=set)
-    # Existing tables the open transaction holds ACCESS EXCLUSIVE on (by an ALTER TABLE).
-    altered_in_transaction: set[Key] = field(default_factory=set)
-    # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
-    fk_targets_in_transaction: set[Key] = field(default_factory=set)
-    # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
-    proven_not_null: set[tuple[Key, str]] = field(default_factory=set)
-    # Tables with a VALIDATE CONSTRAINT of a constraint added in an earlier migration: it is
-    # most likely the CHECK (col IS NOT NULL) a following SET NOT NULL relies on.
-    validated_elsewhere: set[Key] = field(default_factory=set)
-    # Byte offset of the BEGIN that opened the current explicit transaction.
-    open_transaction_at: int | None = None
-    # The file's text as the parser's offsets count (UTF-8): where ALTER subcommands start.
-    source: bytes = b""
-    # Once-per-file rules remember here that they have spoken.
-    reported: set[str] = field(default_factory=set)
+    __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
+                 "fk_targets_in_transaction", "in_do_block", "lock_timeout_set",
+                 "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
+                 "pg_version", "proven_not_null", "reported", "schema", "source",
+                 "statement_timeout_set", "transaction_depth", "validated_elsewhere")
+
+    def __init__(self, pg_version: int = DEFAULT_PG_VERSION, *,
+                 assume_runner_timeouts: bool = True, assume_in_transaction: bool = True,
+                 schema: Schema | None = None, source: bytes = b"") -> None:
+        self.pg_version = pg_version
+        self.assume_runner_timeouts = assume_runner_timeouts
+        self.assume_in_transaction = assume_in_transaction
+        self.transaction_depth = 0
+        self.lock_timeout_set = False
+        self.statement_timeout_set = False
+        # The schema replayed so far: tables (new ones too), columns and their types, views.
+        self.schema = Schema() if schema is None else schema
+        # True while the statements of a DO block are checked: one statement, one transaction.
+        self.in_do_block = False
+        # CHECK constraints added NOT VALID, by name -> (table, column they prove NOT NULL).
+        self.pending_not_null_checks: dict[str, tuple[Key, str]] = {}
+        # Constraints added NOT VALID in the transaction still open (validating them there
+        # keeps the ADD's ACCESS EXCLUSIVE lock for the whole scan).
+        self.not_valid_in_transaction: set[str] = set()
+        # Existing tables the open transaction holds ACCESS EXCLUSIVE on (by an ALTER TABLE).
+        self.altered_in_transaction: set[Key] = set()
+        # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
+        self.fk_targets_in_transaction: set[Key] = set()
+        # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
+        self.proven_not_null: set[tuple[Key, str]] = set()
+        # Tables with a VALIDATE CONSTRAINT of a constraint added in an earlier migration: it
+        # is most likely the CHECK (col IS NOT NULL) a following SET NOT NULL relies on.
+        self.validated_elsewhere: set[Key] = set()
+        # Byte offset of the BEGIN that opened the current explicit transaction.
+        self.open_transaction_at: int | None = None
+        # The file's text as the parser's offsets count (UTF-8): where ALTER subcommands start.
+        self.source = source
+        # Once-per-file rules remember here that they have spoken.
+        self.reported: set[str] = set()
 
     @property
     def in_transaction(self) -> bool:
@@ -97,25 +111,35 @@ Check = Callable[[str, Node, Context], Iterable[Hit]]
 Finish = Callable[[Context], Iterable[Hit]]
 
 
-@dataclass(frozen=True, eq=False)
 class Rule:
     """A rule module, checked for completeness and flattened into one typed record.
 
     Compared by identity: there is one record per rule, and the engine looks rules up often.
     """
 
-    id: str
-    message: str
-    help: str
-    min_pg_version: int | None
-    doc: str
-    statements: tuple[str, ...]
-    check: Check
-    finish: Finish | None
-    size_aware: bool
-    default_enabled: bool
-    module: str
-    severity: Literal["error", "warning"] = "error"
+    __slots__ = ("check", "default_enabled", "doc", "finish", "help", "id", "message",
+                 "min_pg_version", "module", "severity", "size_aware", "statements")
+
+    def __init__(self, *, id: str, message: str, help: str,
+                 min_pg_version: int | None, doc: str, statements: tuple[str, ...],
+                 check: Check, finish: Finish | None, size_aware: bool,
+                 default_enabled: bool, module: str,
+                 severity: Literal["error", "warning"] = "error") -> None:
+        self.id: Final = id
+        self.message: Final = message
+        self.help: Final = help
+        self.min_pg_version: Final = min_pg_version
+        self.doc: Final = doc
+        self.statements: Final = statements
+        self.check: Final = check
+        self.finish: Final = finish
+        self.size_aware: Final = size_aware
+        self.default_enabled: Final = default_enabled
+        self.module: Final = module
+        self.severity: Final = severity
+
+    def __repr__(self) -> str:
+        return f"Rule(id={self.id!r})"
 
 
 def unwrap(node: Node) -> tuple[str, Node]:

@@ -24,7 +24,6 @@ import hashlib
 import os
 import pickle
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from pgsteady._debuglog import debug
@@ -41,21 +40,25 @@ MAX_ENTRIES = 64
 _FORMAT = b"pgsteady-lint-cache-1"
 
 
-@dataclass
 class Entry:
     """What a run of files 1..n produced."""
 
-    reports: list[FileReport]
-    schema: Schema
+    __slots__ = ("reports", "schema")
+
+    def __init__(self, reports: list[FileReport], schema: Schema) -> None:
+        self.reports = reports
+        self.schema = schema
 
 
-@dataclass
 class Quick:
     """A whole run's report, found by file metadata alone."""
 
-    reports: list[FileReport]
-    runner: str
-    reason: str
+    __slots__ = ("reason", "reports", "runner")
+
+    def __init__(self, reports: list[FileReport], runner: str, reason: str) -> None:
+        self.reports = reports
+        self.runner = runner
+        self.reason = reason
 
 
 def stat_key(config: LintConfig, options: tuple[object, ...], paths: Sequence[str],

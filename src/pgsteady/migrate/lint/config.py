@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pgsteady._errors_root import UsageError
+from pgsteady._record import Record
 from pgsteady.migrate.lint.base import DEFAULT_PG_VERSION
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Final
 
 #: Rows from which, with a database to ask, a table counts as large.
 DEFAULT_LARGE_TABLE = 1_000_000
@@ -42,25 +42,37 @@ _ROWS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
 _ROW_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
-@dataclass(frozen=True)
-class LintConfig:
-    """Which rules run and what they may assume about the migrations' runner and server."""
+class LintConfig(Record):
+    """Which rules run and what they may assume about the migrations' runner and server.
 
-    paths: tuple[str, ...] = ()
-    pg_version: int = DEFAULT_PG_VERSION
-    disable: frozenset[str] = frozenset()
-    enable: frozenset[str] = frozenset()
-    warn: frozenset[str] = frozenset()
-    # None: as the runner profile says (pgsteady migrate: both true).
-    assume_runner_timeouts: bool | None = None
-    assume_in_transaction: bool | None = None
-    large_table: int = DEFAULT_LARGE_TABLE
-    runner: str = "auto"
-    source: str | None = field(default=None, compare=False)
+    ``assume_*`` None: as the runner profile says (pgsteady migrate: both true).
+    """
+
+    __slots__ = ("assume_in_transaction", "assume_runner_timeouts", "disable", "enable",
+                 "large_table", "paths", "pg_version", "runner", "source", "warn")
+    _UNCOMPARED = ("source",)
+
+    def __init__(self, paths: tuple[str, ...] = (), pg_version: int = DEFAULT_PG_VERSION, *,
+                 disable: frozenset[str] = frozenset(), enable: frozenset[str] = frozenset(),
+                 warn: frozenset[str] = frozenset(),
+                 assume_runner_timeouts: bool | None = None,
+                 assume_in_transaction: bool | None = None,
+                 large_table: int = DEFAULT_LARGE_TABLE, runner: str = "auto",
+                 source: str | None = None) -> None:
+        self.paths: Final = paths
+        self.pg_version: Final = pg_version
+        self.disable: Final = disable
+        self.enable: Final = enable
+        self.warn: Final = warn
+        self.assume_runner_timeouts: Final = assume_runner_timeouts
+        self.assume_in_transaction: Final = assume_in_transaction
+        self.large_table: Final = large_table
+        self.runner: Final = runner
+        self.source: Final = source
 
     def with_overrides(self, **changes: Any) -> LintConfig:
         """A copy with the command line's non-None values applied."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        return self.replace(**{k: v for k, v in changes.items() if v is not None})
 
 
 def parse_rows(text: str | int) -> int:

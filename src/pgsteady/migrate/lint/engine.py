@@ -17,7 +17,6 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from itertools import chain
 from pathlib import Path
 
@@ -40,6 +39,10 @@ from pgsteady.migrate.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
 from pgsteady.migrate.lint.track import TRACKED, track
 from pgsteady.sqltext import fill_placeholders, placeholder_shown
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Final
+
 __all__ = ["FileReport", "Finding", "LintReport", "Linter", "SyntaxProblem", "Unit",
            "collect_files", "lint_paths", "read_sql"]
 
@@ -51,12 +54,16 @@ _NO_TRANSACTION = re.compile(r"^--\s*pgsteady\s*:\s*no-transaction\s*(--.*)?$", 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-@dataclass(frozen=True)
 class _Raw:
-    rule: Rule
-    hit: Hit
-    statement: int
-    location: int
+    """A rule's hit before suppression: the statement's index and the byte offset."""
+
+    __slots__ = ("hit", "location", "rule", "statement")
+
+    def __init__(self, rule: Rule, hit: Hit, statement: int, location: int) -> None:
+        self.rule: Final = rule
+        self.hit: Final = hit
+        self.statement: Final = statement
+        self.location: Final = location
 
 
 class _Positions:
@@ -442,8 +449,8 @@ def _placeholders_shown(report: FileReport, names: tuple[str, ...]) -> FileRepor
             text = text.replace(name, label)
         return text
 
-    report.findings = [replace(f, message=show(f.message),
-                               table=show(f.table) if f.table else f.table)
+    report.findings = [f.replace(message=show(f.message),
+                                 table=show(f.table) if f.table else f.table)
                        for f in report.findings]
     return report
 

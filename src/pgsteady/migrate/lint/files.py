@@ -9,15 +9,18 @@ import os
 import re
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from pgsteady._errors_root import UsageError
+from pgsteady._record import Record
 from pgsteady.migrate.lint.report import SyntaxProblem
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Final
 
-@dataclass(frozen=True)
-class Unit:
+
+class Unit(Record):
     """One file as its runner runs it: the text to lint and the runner's conventions.
 
     ``in_transaction`` None means "in one transaction unless its only statement cannot run in
@@ -27,12 +30,16 @@ class Unit:
     placeholders filled in (:func:`pgsteady.sqltext.fill_placeholders`).
     """
 
-    display: str
-    text: str
-    in_transaction: bool | None = True
-    runner_timeouts: bool = True
-    # Template placeholders read as names, one per placeholder (sqltext.fill_placeholders).
-    placeholders: tuple[str, ...] = ()
+    __slots__ = ("display", "in_transaction", "placeholders", "runner_timeouts", "text")
+
+    def __init__(self, display: str, text: str, in_transaction: bool | None = True,
+                 runner_timeouts: bool = True, placeholders: tuple[str, ...] = ()) -> None:
+        self.display: Final = display
+        self.text: Final = text
+        self.in_transaction: Final = in_transaction
+        self.runner_timeouts: Final = runner_timeouts
+        # Template placeholders read as names, one per placeholder (sqltext.fill_placeholders).
+        self.placeholders: Final = placeholders
 
 
 def _line_col(data: bytes, offset: int) -> tuple[int, int]:

@@ -20,14 +20,14 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
+from pgsteady._record import Record
 from pgsteady.migrate.lint import pglast_loader
 from pgsteady.sqltext import BLANKS, skip_blanks
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Final
 
     from pglast import parser as pg
 
@@ -58,29 +58,35 @@ _SCAN: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_on
 _DEEP_RECURSION = 200_000
 
 
-@dataclass(slots=True)
-class Statement:
+class Statement(Record):
     """One statement: where it is, its tree (None if not decoded) and why, if unparsed.
 
     ``base`` is the byte offset the tree's ``location`` fields count from; ``embedded`` marks
     a statement from inside a ``DO`` block.
     """
 
-    start: int
-    end: int
-    kind: str
-    node: Node | None
-    base: int
-    embedded: bool = False
-    unparsed: str | None = None
+    __slots__ = ("base", "embedded", "end", "kind", "node", "start", "unparsed")
+    __hash__ = None  # type: ignore[assignment]  # changes after it is made
+
+    def __init__(self, start: int, end: int, kind: str, node: Node | None,  # noqa: PLR0917
+                 base: int, embedded: bool = False, unparsed: str | None = None) -> None:
+        self.start = start
+        self.end = end
+        self.kind = kind
+        self.node = node
+        self.base = base
+        self.embedded = embedded
+        self.unparsed = unparsed
 
 
-@dataclass(frozen=True, slots=True)
-class Note:
+class Note(Record):
     """Something skipped on purpose, at a byte offset (a psql meta-command)."""
 
-    offset: int
-    text: str
+    __slots__ = ("offset", "text")
+
+    def __init__(self, offset: int, text: str) -> None:
+        self.offset: Final = offset
+        self.text: Final = text
 
 
 class ParseFailure(Exception):

@@ -40,14 +40,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgsteady._errors_root import UsageError
+from pgsteady._record import Record
 from pgsteady.migrate import layouts
 from pgsteady.migrate.lint.files import Unit, collect_files, read_sql
 from pgsteady.migrate.lint.report import FileReport, SyntaxProblem
 from pgsteady.sqltext import fill_placeholders
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from typing import Final
 
 #: Profiles lint knows; the first nine are :data:`pgsteady.migrate.layouts.NAMES`.
 NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
@@ -64,14 +68,18 @@ _VERSION_FOLDER = re.compile(r"\d[\d-]*_")  # diesel's <version>_<name>/ around 
 _OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(Record):
     """The profile used, and why (shown to the user); ``listing``: the folder as detection
     saw it, with the files it read whole, so they are not listed or read again."""
 
-    runner: str
-    reason: str
-    listing: layouts.Listing | None = field(default=None, compare=False, repr=False)
+    __slots__ = ("listing", "reason", "runner")
+    _UNCOMPARED = ("listing",)
+
+    def __init__(self, runner: str, reason: str,
+                 listing: layouts.Listing | None = None) -> None:
+        self.runner: Final = runner
+        self.reason: Final = reason
+        self.listing: Final = listing
 
 
 def check_name(name: str, where: str = "--runner") -> str:

@@ -19,11 +19,12 @@ file, or by ``CREATE TABLE IF NOT EXISTS`` when the table was already known, is 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+from pgsteady._record import Record
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Final
 
     Node = dict[str, Any]
 else:
@@ -49,13 +50,15 @@ _WIDENS = frozenset({"varchar", "varbit", "numeric", "timestamp", "timestamptz",
 MAYBE_NO_REWRITE = frozenset(_WIDENS | {"text", "inet", "bit"})
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnType:
+class ColumnType(Record):
     """A column's type as PostgreSQL names it: ``varchar`` with ``(36,)``, ``int8``, ..."""
 
-    name: str
-    mods: tuple[int, ...] = ()
-    array: bool = False
+    __slots__ = ("array", "mods", "name")
+
+    def __init__(self, name: str, mods: tuple[int, ...] = (), array: bool = False) -> None:
+        self.name: Final = name
+        self.mods: Final = mods
+        self.array: Final = array
 
     def __str__(self) -> str:
         mods = f"({', '.join(map(str, self.mods))})" if self.mods else ""
@@ -115,34 +118,43 @@ def _widens(old: ColumnType, new: ColumnType) -> bool:
     return new.mods[0] >= old.mods[0]
 
 
-@dataclass
-class Table:
+class Table(Record):
     """What is known about one table. ``columns`` is complete only if ``complete``."""
 
-    columns: dict[str, ColumnType | None] = field(default_factory=dict)
-    created_in: int = -1  # the file that created it; -1: it existed before the replay
-    complete: bool = True
-    partition_of: Key | None = None
-    partitioned: bool = False
+    __slots__ = ("columns", "complete", "created_in", "partition_of", "partitioned")
+    __hash__ = None  # type: ignore[assignment]  # changes after it is made
+
+    def __init__(self, columns: dict[str, ColumnType | None] | None = None, *,
+                 created_in: int = -1, complete: bool = True, partition_of: Key | None = None,
+                 partitioned: bool = False) -> None:
+        self.columns: dict[str, ColumnType | None] = {} if columns is None else columns
+        self.created_in = created_in  # the file that created it; -1: it existed before
+        self.complete = complete
+        self.partition_of = partition_of
+        self.partitioned = partitioned
 
 
-@dataclass
-class Schema:
+class Schema(Record):
     """The objects the replayed migrations have built, and the change being checked."""
 
-    tables: dict[Key, Table] = field(default_factory=dict)
-    views: dict[Key, int] = field(default_factory=dict)  # -> the file that created it
-    indexes: dict[Key, Key] = field(default_factory=dict)  # -> its table
-    enums: dict[Key, list[str]] = field(default_factory=dict)  # -> its labels
-    enums_created: dict[Key, int] = field(default_factory=dict)
-    search_path: tuple[str, ...] = ("public",)
-    #: The file being replayed now (0, 1, ...) and the first file of the change checked.
-    file_serial: int = 0
-    change_start: int = 0
-    #: True when history was given: then all files checked are one change (else each file).
-    one_change: bool = False
-    #: True once a live catalog was loaded: then an unknown table is known not to exist.
-    from_catalog: bool = False
+    __slots__ = ("change_start", "enums", "enums_created", "file_serial", "from_catalog",
+                 "indexes", "one_change", "search_path", "tables", "views")
+    __hash__ = None  # type: ignore[assignment]  # changes after it is made
+
+    def __init__(self, *, file_serial: int = 0, from_catalog: bool = False) -> None:
+        self.tables: dict[Key, Table] = {}
+        self.views: dict[Key, int] = {}  # -> the file that created it
+        self.indexes: dict[Key, Key] = {}  # -> its table
+        self.enums: dict[Key, list[str]] = {}  # -> its labels
+        self.enums_created: dict[Key, int] = {}
+        self.search_path: tuple[str, ...] = ("public",)
+        #: The file being replayed now (0, 1, ...) and the first file of the change checked.
+        self.file_serial = file_serial
+        self.change_start = 0
+        #: True when history was given: then all files checked are one change (else each).
+        self.one_change = False
+        #: True once a live catalog was loaded: then an unknown table is known not to exist.
+        self.from_catalog = from_catalog
 
     # -- names -------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ level a statement takes comes from :mod:`pgsteady.migrate.analysis`.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -156,23 +156,23 @@ def _annotate_file(conn: psycopg.Connection[tuple[object, ...]],
             cache[finding.table] = table_size(conn, schema or None, name)
         out.append(_graded(finding, cache[finding.table], large_table,
                            locks.get((finding.statement_line, finding.statement_col))))
-    return replace(file, findings=out)
+    return file.replace(findings=out)
 
 
 def _graded(finding: Finding, size: TableSize | None, large_table: int,
             lock: str | None) -> Finding:
     held = f"takes {lock} on " if lock else "on "
     if size is None:
-        return replace(finding, lock=lock,
-                       message=f"{finding.message}; {held}{finding.table}: not in the database")
+        return finding.replace(
+            lock=lock, message=f"{finding.message}; {held}{finding.table}: not in the database")
     if size.rows is None:
-        return replace(finding, lock=lock, size_bytes=size.size_bytes,
-                       message=f"{finding.message}; {held}{size.name}: never analyzed, "
-                               f"{human_bytes(size.size_bytes)}")
+        return finding.replace(lock=lock, size_bytes=size.size_bytes,
+                               message=f"{finding.message}; {held}{size.name}: never analyzed, "
+                                       f"{human_bytes(size.size_bytes)}")
     large = size.rows >= large_table
     verdict = "large table" if large else f"below --large-table {large_table:,}"
-    return replace(
-        finding, lock=lock, rows=size.rows, size_bytes=size.size_bytes,
+    return finding.replace(
+        lock=lock, rows=size.rows, size_bytes=size.size_bytes,
         severity="error" if large else "warning",
         message=(f"{finding.message}; {held}{size.name}: ~{size.rows:,} rows, "
                  f"{human_bytes(size.size_bytes)} ({verdict})"))

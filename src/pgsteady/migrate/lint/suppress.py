@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from pgsteady.migrate.lint import pglast_loader
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
+    from typing import Final
+
     from pglast import parser as pg
 else:
     pg = pglast_loader.parser()  # the C parser without pglast's AST classes (start-up)
@@ -25,24 +26,29 @@ IGNORE_WITHOUT_REASON = "ignore-without-reason"
 IGNORE = re.compile(r"--[ \t]*pgsteady:[ \t]*(ignore-file|ignore)(?![\w-])([^\n]*)")
 
 
-@dataclass(frozen=True)
 class Source:
     """One parsed file: its text, its UTF-8 bytes and where each statement starts and ends."""
 
-    path: str
-    text: str
-    data: bytes
-    starts: list[int]
-    ends: list[int]
+    __slots__ = ("data", "ends", "path", "starts", "text")
+
+    def __init__(self, path: str, text: str, data: bytes, starts: list[int],
+                 ends: list[int]) -> None:
+        self.path: Final = path
+        self.text: Final = text
+        self.data: Final = data
+        self.starts: Final = starts
+        self.ends: Final = ends
 
 
-@dataclass
 class Ignore:
     """One rule id named by one ignore comment, and whether it suppressed anything."""
 
-    rule: str
-    offset: int
-    used: bool = False
+    __slots__ = ("offset", "rule", "used")
+
+    def __init__(self, rule: str, offset: int, used: bool = False) -> None:
+        self.rule = rule
+        self.offset = offset
+        self.used = used
 
 
 def ignore_target(source: Source, offset: int) -> int:
