@@ -328,3 +328,34 @@ def test_alter_subcommands_are_reported_where_they_are():
                  "ALTER COLUMN e SET NOT NULL;\n")
     assert [(f.line, f.col) for f in Linter().lint_text(commented).findings
             if f.rule != "adding-required-field"] == [(2, 1), (3, 1), (3, 28), (5, 1)]
+
+
+@pytest.mark.parametrize("sql", [
+    "ALTER TABLE t DROP COLUMN a",
+    'ALTER TABLE "We""ird.Name" DROP COLUMN a',
+    "ALTER TABLE  audit . events\n  DROP COLUMN a",
+    "ALTER TABLE ONLY public.t DROP COLUMN a",
+    "ALTER TABLE IF EXISTS ONLY t DROP COLUMN a",
+    "ALTER TABLE t* DROP COLUMN a",
+    "ALTER TABLE t * -- inherited too\n DROP COLUMN a",
+    "ALTER TABLE t /* why */ DROP COLUMN a",
+    "ALTER TABLE s /* odd */ . t DROP COLUMN a",
+    'ALTER TABLE U&"d\\0061t" DROP COLUMN a',
+    "ALTER TABLE t_$1 DROP COLUMN a",
+    "ALTER TABLE t\n-- first\n-- second\nDROP COLUMN a",
+])
+def test_a_lone_subcommand_is_found_as_the_scanner_finds_it(sql):
+    """The fast path for one-subcommand ALTERs (no scan) lands where the scanner's tokens do,
+    or leaves the statement to them."""
+    from pgsteady.migrate.lint import parse
+    from pgsteady.migrate.lint.engine import _lone_command_start, _scanned_command_starts
+
+    statement = next(parse.statements(sql + ";", lambda kind: True))
+    assert statement.node is not None
+    data = (sql + ";").encode()
+    scanned = _scanned_command_starts(data, statement.node)
+    lone = _lone_command_start(data.decode(), statement.node["relation"]["location"])
+    assert len(scanned) == 1
+    assert lone in (None, scanned[0])
+    if "/* odd */" not in sql and "U&" not in sql:
+        assert lone == scanned[0] == sql.index("DROP")
