@@ -103,6 +103,7 @@ def test_a_long_file_split_by_region_has_the_whole_files_pieces(monkeypatch):
         if trial % 10 == 0:
             text += "SELECT 'unterminated;\n"
         monkeypatch.setattr(parse, "_REGION", rng.choice([8, 20, 50, 120, 400]))
+        monkeypatch.setattr(parse, "_FIRST_REGION", rng.choice([4, 8, 30, parse._REGION]))
         whole = pieces(partial(parse._pieces, text))
         regions = pieces(partial(lambda t: [p for b in parse._batches_by_region(t) for p in b],
                                  text))
@@ -119,6 +120,7 @@ def test_a_long_file_lints_the_same_split_by_region_or_at_once(monkeypatch):
         valid[i % len(valid)], f"ALTER TABLE t ADD COLUMN k{i} int NOT NULL DEFAULT 1;\n"))
     body += "VACUUM FULL t;\n"
     monkeypatch.setattr(parse, "_REGION", 2000)  # regions of a real size cut this 28 times
+    monkeypatch.setattr(parse, "_FIRST_REGION", 500)
     monkeypatch.setattr(parse, "_REGIONS_FROM", 3 * parse._REGION)
     assert len(body) >= 20 * parse._REGION
     for text in (body, body + "SELECT 'unterminated;\n"):

@@ -41,8 +41,10 @@ _STACK_DEPTH = "stack depth limit exceeded"
 _BISON_DEPTH = "memory exhausted"  # the grammar's own nesting limit (thousands of CASEs)
 _THREAD_FROM = 512  # statements from which a file is parsed ahead on a helper thread
 _CHUNK = 256
+_FIRST_CHUNK = 32  # the first hand-over is small: the linting thread starts sooner
 _CHUNKS_AHEAD = 4
 _REGION = 64 * 1024  # characters a long file is split at a time
+_FIRST_REGION = 8 * 1024  # the first region is small, for the same reason
 _CUTS_TRIED = 4  # region ends tried before the rest of the file is split in one go
 _REGIONS_FROM = 3 * _REGION  # the file length from which it is split by region, on the thread
 # Statement keywords: a parse error at one of these, first on its line, usually means the
@@ -257,7 +259,8 @@ def _batches_by_region(text: str) -> Iterator[list[slice]]:
     """
     start = done = 0
     while start < len(text):
-        cut = text.find(";\n", start + _REGION) if len(text) - start > 2 * _REGION else -1
+        size = _REGION if start else _FIRST_REGION
+        cut = text.find(";\n", start + size) if len(text) - start > 2 * _REGION else -1
         found: list[slice] = []
         for _ in range(_CUTS_TRIED):  # a cut inside a string or a body: try the next ';'
             if cut < 0:
@@ -281,9 +284,11 @@ def _batches_by_region(text: str) -> Iterator[list[slice]]:
         start = cut
 
 
-def _chunked(pieces: Sequence[slice]) -> Iterator[Sequence[slice]]:
-    for first in range(0, len(pieces), _CHUNK):
-        yield pieces[first:first + _CHUNK]
+def _chunked(pieces: Sequence[slice], first: int = _CHUNK) -> Iterator[Sequence[slice]]:
+    """``pieces`` in chunks of :data:`_CHUNK`, the first of ``first``."""
+    yield pieces[:first]
+    for start in range(first, len(pieces), _CHUNK):
+        yield pieces[start:start + _CHUNK]
 
 
 def _has_content(text: str, start: int, stop: int) -> bool:
@@ -340,10 +345,12 @@ def _raw_pieces(text: str, batches: Iterator[Sequence[slice]], *, ahead: bool,
 
     def produce() -> None:
         try:
+            first = _FIRST_CHUNK
             for batch in batches:
-                for chunk in _chunked(batch):
+                for chunk in _chunked(batch, first):
                     if not hand_over(_parsed(text, chunk)):
                         return
+                first = _CHUNK
         except BaseException as exc:  # handed to the reading thread, raised there
             failed.append(exc)
         finally:
