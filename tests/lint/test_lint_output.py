@@ -38,7 +38,8 @@ def test_json_has_schema_version_and_stable_keys():
     document = json.loads(output.render_json(report()))
     assert document["schema_version"] == output.SCHEMA_VERSION
     assert document["summary"] == {"files": 1, "statements": 3, "errors": 2, "warnings": 0,
-                                   "syntax_errors": 0, "exit_code": 1, "runner": None}
+                                   "syntax_errors": 0, "exit_code": 1, "runner": None,
+                                   "skipped": []}
     assert list(document["findings"][0]) == ["path", "line", "column", "rule", "severity",
                                              "message", "help", "table", "rows",
                                              "size_bytes", "lock"]

@@ -357,3 +357,24 @@ def test_a_detected_folder_is_read_once(tmp_path, capsys, monkeypatch, header):
     assert sorted(n for n in opened if n.endswith(".sql")) == [
         f"{n:04d}_step.sql" for n in range(1, 6)]
     assert sum(rule == "adding-required-field" for _, rule in before[1]) == 5
+
+
+def test_json_summary_lists_skipped_files(tmp_path, capsys):
+    """What a folder holds but lint did not check is listed, with why, in the JSON summary
+    (the text summary only counts it), the same from the warm cache."""
+    write(tmp_path / "goose", {"001_t.sql": "-- +goose Up\nCREATE TABLE t (a int);\n",
+                               "002_backfill.go": "package migrations\n"})
+    write(tmp_path / "plain", {"V1.a.up.sql": "CREATE TABLE a (id int);\n",
+                               "V1.a.down.sql": "DROP TABLE a;\n"})
+    expected = {
+        "goose": [{"path": str(tmp_path / "goose" / "002_backfill.go"),
+                   "reason": "goose does not run it as SQL"}],
+        "plain": [{"path": str(tmp_path / "plain" / "V1.a.down.sql"),
+                   "reason": "a down script beside its up script: it runs on a rollback"}],
+    }
+    for folder, skipped in expected.items():
+        for cache in (["--no-cache"], ["--cache-dir", str(tmp_path / "c")],
+                      ["--cache-dir", str(tmp_path / "c")]):
+            main(["lint", *cache, "--format", "json", str(tmp_path / folder)])
+            summary = json.loads(capsys.readouterr().out)["summary"]
+            assert summary["skipped"] == skipped, (folder, cache)

@@ -214,11 +214,13 @@ def run_lint(args: argparse.Namespace) -> int:
         quick_key = cache.stat_key(config, (args.runner, args.history), read)
         hit = store.quick(quick_key) if quick_key else None
         if hit is not None:  # nothing touched since the last run: no file read
-            report, runner, reason = LintReport(hit.reports, hit.runner), hit.runner, hit.reason
+            report = LintReport(hit.reports, hit.runner, hit.skipped)
+            runner, reason = hit.runner, hit.reason
         else:
             report, runner, reason = _run(args, config, paths, store)
             if quick_key and not report.syntax_errors:
-                store.store(quick_key, cache.Quick(report.files, runner, reason))
+                store.store(quick_key, cache.Quick(report.files, runner, reason,
+                                                   report.skipped))
     else:
         report, runner, reason = _run(args, config, paths, store)
     out, err = _show(report, args, runner, reason)
@@ -255,6 +257,9 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
         report = sizes.annotate(report, args.dsn, config.large_table)
         report.runner = choice.runner
     reason = choice.reason
+    report.skipped = [(str(p), "a down script beside its up script: it runs on a rollback")
+                      for p in downs]
+    report.skipped += [(str(p), f"{choice.runner} does not run it as SQL") for p in not_run]
     placeholders = sum(len(u.placeholders) for u in units)
     if placeholders:
         reason += (f"; read {placeholders} template placeholder"

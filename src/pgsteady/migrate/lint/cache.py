@@ -53,12 +53,14 @@ class Entry:
 class Quick:
     """A whole run's report, found by file metadata alone."""
 
-    __slots__ = ("reason", "reports", "runner")
+    __slots__ = ("reason", "reports", "runner", "skipped")
 
-    def __init__(self, reports: list[FileReport], runner: str, reason: str) -> None:
+    def __init__(self, reports: list[FileReport], runner: str, reason: str,
+                 skipped: list[tuple[str, str]]) -> None:
         self.reports = reports
         self.runner = runner
         self.reason = reason
+        self.skipped = skipped
 
 
 def stat_key(config: LintConfig, options: tuple[object, ...], paths: Sequence[str],

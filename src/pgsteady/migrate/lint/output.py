@@ -82,6 +82,7 @@ def render_json(report: LintReport) -> str:
             "errors": errors, "warnings": len(findings) - errors,
             "syntax_errors": len(report.syntax_errors), "exit_code": report.exit_code,
             "runner": report.runner,
+            "skipped": [{"path": path, "reason": reason} for path, reason in report.skipped],
         },
         "findings": [_finding_json(f) for f in findings],
         "syntax_errors": [_syntax_json(p) for p in report.syntax_errors],

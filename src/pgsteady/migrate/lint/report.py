@@ -90,12 +90,15 @@ class FileReport(Record):
 class LintReport(Record):
     """Every file's report, and the exit code they add up to."""
 
-    __slots__ = ("files", "runner")
+    __slots__ = ("files", "runner", "skipped")
     __hash__ = None  # type: ignore[assignment]  # changes after it is made
 
-    def __init__(self, files: list[FileReport], runner: str | None = None) -> None:
+    def __init__(self, files: list[FileReport], runner: str | None = None,
+                 skipped: list[tuple[str, str]] | None = None) -> None:
         self.files = files
         self.runner = runner  # the runner profile the files were judged by
+        #: Files of the folders given that were not linted, and why (path, reason).
+        self.skipped: list[tuple[str, str]] = [] if skipped is None else skipped
 
     @property
     def findings(self) -> list[Finding]:
