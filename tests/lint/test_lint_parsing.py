@@ -277,3 +277,51 @@ def test_an_error_after_a_begin_atomic_body_is_reported_where_it_is():
     assert error is not None and (error.line, error.col) == (6, 1), error
     assert 'near "SELEC"' in error.message
     assert Linter().lint_text(atomic + "SELECT 1;\n", "m.sql").syntax_error is None
+
+
+_PLAIN_PARTS = [
+    *(part for part in _TRICKY if part.isascii() and not part.startswith("foo")),
+    "ALTER TABLE t{i} ADD COLUMN a int NOT NULL, ALTER COLUMN b SET NOT NULL ;\n",
+    "ALTER TABLE \"T\".x DROP COLUMN c; -- pgsteady: ignore ban-drop-column -- ok\n",
+    "-- pgsteady: ignore require-concurrent-index-creation -- small\nCREATE INDEX i{i} ON t (a);\n",
+    "UPDATE t SET a = 1;  /* trailing ; comment */\n",
+    "DO $$ BEGIN ALTER TABLE t ADD COLUMN d{i} int; END $$;\n",
+    "CREATE TABLE p{i} (id int REFERENCES t (id), x json);\n",
+    "SELECT 1\n",
+    "VACUUM FULL t{i};\n",
+    "-- pgsteady: ignore-file prefer-jsonb -- legacy\n",
+]
+
+
+def test_a_short_file_lints_the_same_parsed_whole_or_by_statement(monkeypatch):
+    """A short plain file is parsed in one call (no scanner pass); the statements (where they
+    start and end, their kind) and the whole lint report (findings, positions, what ignore
+    comments suppress, statement positions) are those of the statement-by-statement path,
+    which also takes any file the one-call path declines."""
+    import random
+
+    from pgsteady.migrate.lint import parse
+
+    linter = Linter()
+
+    def outcome(text: str) -> tuple[object, ...]:
+        try:
+            found = [(s.start, s.end, s.kind, s.node is None)
+                     for s in parse.statements(text, linter._wanted)]
+        except parse.ParseFailure as failure:
+            found = [("failed", failure.offset, failure.message)]
+        report = linter.lint_text(text, "m.sql")
+        return (found, report.syntax_error, [
+            (f.line, f.col, f.rule, f.message, f.statement_line, f.statement_col)
+            for f in report.findings])
+
+    rng = random.Random(11)
+    whole_taken = 0
+    for _ in range(400):
+        text = "".join(rng.choice(_PLAIN_PARTS).format(i=i) for i in range(rng.randint(1, 12)))
+        one_call = outcome(text)
+        whole_taken += parse._whole(text, linter._wanted) is not None
+        with monkeypatch.context() as by_statement:
+            by_statement.setattr(parse, "_WHOLE_UP_TO", -1)
+            assert outcome(text) == one_call, text
+    assert whole_taken >= 40  # the one-call path was taken often enough to be tested
