@@ -260,8 +260,9 @@ def literals(text: str) -> Iterator[tuple[int, int]]:
 
 
 _SECRET_WORDS = frozenset({"password"})
-_DSN_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
+# Compiled on first use, by re's cache (a lint run never scrubs).
+_DSN_HIDDEN_VALUE = r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)"
+_URL_USERINFO = r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)"
 
 
 def mask_secret_literals(text: str) -> str:
@@ -304,8 +305,8 @@ def scrub(text: str) -> str:
     """Hide passwords anywhere in free text: SQL literals after PASSWORD, ``password=...`` in
     a DSN, the password of a ``postgresql://user:password@`` URL. Call it before cutting."""
     text = mask_secret_literals(text)
-    text = _DSN_PASSWORD.sub(r"\1***", text)
-    return _URL_PASSWORD.sub(r"\1***\3", text)
+    text = re.sub(_DSN_HIDDEN_VALUE, r"\1***", text, flags=re.IGNORECASE)
+    return re.sub(_URL_USERINFO, r"\1***\3", text)
 
 
 def shorten(text: str, limit: int) -> str:

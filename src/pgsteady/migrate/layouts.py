@@ -284,15 +284,16 @@ def tern_up(text: str) -> tuple[UpPart, bool]:
 
 # Lines after which another tool's file holds its rollback (MyBatis, rambler, Play, and the
 # layouts above): run as a pgsteady file, the rollback would run right after the change.
-_DOWN_MARK = re.compile(
+# (Compiled on first use, by re's cache: only pgsteady-layout scans need it.)
+_DOWN_MARK = (
     r"^[ \t]*(?:--\s*//\s*@UNDO|--\s*rambler\s+down|(?:#\s*-*|--+)\s*(?:-+\s*)?!Downs|"
     r"--\s*\+goose\s+down|--\s*migrate:down|--\s*\+migrate\s+down|"
-    r".*---- create above / drop below ----).*$", re.IGNORECASE | re.MULTILINE)
+    r".*---- create above / drop below ----).*$")
 
 
 def _refuse_down_part(path: Path, text: str) -> None:
     """LayoutError for a pgsteady-layout file that holds another tool's rollback part."""
-    down = _DOWN_MARK.search(text)
+    down = re.search(_DOWN_MARK, text, re.IGNORECASE | re.MULTILINE)
     if down is not None:
         line = text.count("\n", 0, down.start()) + 1
         raise LayoutError(f"{path}:{line}: {down[0].strip()!r} starts a rollback part, which "

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 #: Rows from which, with a database to ask, a table counts as large.
 DEFAULT_LARGE_TABLE = 1_000_000
-_ROWS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$")
+_ROWS = r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)\s*$"  # compiled on first use (re's cache)
 _ROW_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
@@ -81,7 +81,7 @@ def parse_rows(text: str | int) -> int:
         if text < 0:
             raise ValueError(f"{text!r} is negative")
         return text
-    m = _ROWS.match(str(text))
+    m = re.match(_ROWS, str(text))
     if not m:
         raise ValueError(f"{text!r} is not a row count; write it like 500000, 250k or 1M")
     return int(float(m[1]) * _ROW_UNITS[m[2].lower()])

@@ -72,7 +72,12 @@ class _Positions:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.ascii = data.isascii()
-        self.starts = [0, *(m.end() for m in re.finditer(b"\n", data))]
+        starts = [0]
+        find, at = data.find, data.find(b"\n")
+        while at >= 0:  # one per line of the file
+            starts.append(at + 1)
+            at = find(b"\n", at + 1)
+        self.starts = starts
 
     def line_col(self, offset: int) -> tuple[int, int]:
         offset = max(0, min(offset, len(self.data)))
