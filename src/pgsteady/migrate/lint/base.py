@@ -155,11 +155,16 @@ def strings(items: Iterable[Node] | None) -> list[str]:
 
 
 def type_name(type_node: Node | None) -> str:
-    """A TypeName's last part: ``pg_catalog.int4`` -> ``int4``, ``serial`` -> ``serial``."""
+    """A TypeName's last part: ``pg_catalog.int4`` -> ``int4``, ``serial`` -> ``serial``.
+
+    Kept in the node: several rules ask for every column type they look at."""
     if not type_node:
         return ""
-    names = strings(type_node.get("names"))
-    return names[-1].lower() if names else ""
+    found: str | None = type_node.get(_TYPE_NAME)
+    if found is None:
+        names = strings(type_node.get("names"))
+        found = type_node[_TYPE_NAME] = names[-1].lower() if names else ""
+    return found
 
 
 def type_mods(type_node: Node) -> list[int] | None:
@@ -195,6 +200,7 @@ _CMDS = "\x00cmds"
 _COLUMNS = "\x00columns"
 _FK = "\x00fk"
 _TYPED = "\x00typed"
+_TYPE_NAME = "\x00type"  # in a TypeName: a string, which ``walk`` does not descend into either
 
 
 def alter_commands(stmt: Node) -> tuple[tuple[str, Node], ...]:

@@ -420,26 +420,25 @@ def _from_batches(text: str, batches: Iterator[Sequence[slice]], wanted: Callabl
     decode = _fast_decode() if long else _decode
     for piece, raw in _raw_pieces(text, batches, ahead=long):
         char_start = piece.start
-        sql = text[piece]
         if ascii_text:
             base = char_start
-            end = base + len(sql)
+            end = piece.stop
         else:
             data_offset += len(text[char_offset:char_start].encode("utf-8"))
             char_offset = char_start
             base = data_offset
-            end = base + len(sql.encode("utf-8"))
-        if isinstance(raw, pg.ParseError):
-            yield _unparsable(text, char_start, sql, base, end, raw)
+            end = base + len(text[piece].encode("utf-8"))
+        if not isinstance(raw, str):  # the parser's error, or text that is not Unicode
+            if isinstance(raw, UnicodeEncodeError):
+                raise ParseFailure(char_start + raw.start,
+                                   f"text is not valid Unicode ({raw.reason})") from None
+            yield _unparsable(text, char_start, text[piece], base, end, raw)
             continue
-        if isinstance(raw, UnicodeEncodeError):
-            raise ParseFailure(char_start + raw.start,
-                               f"text is not valid Unicode ({raw.reason})") from None
         # The statement's type is the first key after "stmt": read it without decoding.
         at = raw.find('"stmt":{"', 0, 200) + 9
         kind = raw[at:raw.find('"', at, 200)] if at > 8 else ""
-        first = sql[:1]
-        start = _first_word(text, char_start, base) if first in "-/" else base
+        start = _first_word(text, char_start, base) if text.startswith(("-", "/"), char_start) \
+            else base
         if kind and not wanted(kind) and raw.find('"stmt":{"', at) < 0:
             yield Statement(start, end, kind, None, base)
             continue
@@ -459,7 +458,7 @@ def _from_batches(text: str, batches: Iterator[Sequence[slice]], wanted: Callabl
                 start = _first_word(text, char_start + at, base + at)
             yield Statement(start, end, item_kind, node, base)
             if item_kind == "DoStmt":
-                yield from do_block(sql, node, base)
+                yield from do_block(text[piece], node, base)
 
 
 def _decode(raw: str) -> Node:
