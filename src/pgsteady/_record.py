@@ -51,7 +51,14 @@ class Record:
         return f"{type(self).__qualname__}({shown})"
 
     def replace(self, **changes: Any) -> Self:
-        """A copy with ``changes`` (as :func:`dataclasses.replace`)."""
-        values = {name: getattr(self, name) for name in self._fields()}
-        values.update(changes)
-        return type(self)(**values)
+        """A copy with ``changes`` to its fields (as :func:`dataclasses.replace`, but field by
+        field, so it also works for records whose ``__init__`` takes fewer arguments)."""
+        fields = self._fields()
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise TypeError(f"{type(self).__qualname__} has no field {', '.join(unknown)}")
+        copy = object.__new__(type(self))
+        for name in fields:
+            object.__setattr__(copy, name, changes[name] if name in changes
+                               else getattr(self, name))
+        return copy

@@ -36,7 +36,7 @@ _DOLLAR_TAG = re.compile(r"\$(?:[^\x00-@\[-\^`{-\x7f][^\x00-/:-@\[-\^`{-\x7f]*)?
 _IDENT_CHAR = re.compile(r"[^\x00-#%-/:-@\[-\^`{-\x7f]")
 # Statements whose body may hold semicolons outside any quotes (SQL-standard bodies, PG 14+).
 _ROUTINE_HEAD = re.compile(
-    r"(?:\s|--[^\n]*\n|/\*.*?\*/)*create\s+(?:or\s+replace\s+)?(?:function|procedure)\b",
+    r"(?:\s|--[^\n\r]*[\n\r]|/\*.*?\*/)*create\s+(?:or\s+replace\s+)?(?:function|procedure)\b",
     re.IGNORECASE | re.DOTALL)
 MASK = "'***'"
 # Literal bodies as unrolled loops (no per-character alternation): '' is a quote inside;
@@ -110,8 +110,7 @@ def _skip(text: str, match: re.Match[str]) -> tuple[int, bool] | None:
     lexeme = match.group()
     start = match.start()
     if lexeme == "--":
-        newline = text.find("\n", start)
-        return (len(text) if newline < 0 else newline + 1), False
+        return comment_end(text, start), False
     if lexeme == "/*":
         return _block_end(text, start), False
     if lexeme == "'":
@@ -188,6 +187,16 @@ def _advance(text: str, offset: int, line: int, line_start: int, counted: int) \
 BLANKS = frozenset(" \t\n\r\f\v")
 
 
+def comment_end(text: str, pos: int) -> int:
+    """Where the ``--`` comment at ``pos`` ends, past its line end: PostgreSQL's scanner ends
+    it at a newline or a carriage return (a lone ``\\r`` is a line end to it too)."""
+    newline = text.find("\n", pos)
+    stop = len(text) if newline < 0 else newline
+    carriage = text.find("\r", pos, stop)
+    end = carriage if carriage >= 0 else newline
+    return len(text) if end < 0 else end + 1
+
+
 def skip_blanks(text: str, pos: int = 0) -> int:
     """The offset of the first character at or after ``pos`` that is not blank or comment."""
     n = len(text)
@@ -195,8 +204,7 @@ def skip_blanks(text: str, pos: int = 0) -> int:
         if text[pos] in BLANKS:
             pos += 1
         elif text.startswith("--", pos):
-            newline = text.find("\n", pos)
-            pos = n if newline < 0 else newline + 1
+            pos = comment_end(text, pos)
         elif text.startswith("/*", pos):
             pos = _block_end(text, pos)
         else:

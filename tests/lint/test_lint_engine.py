@@ -343,6 +343,7 @@ def test_alter_subcommands_are_reported_where_they_are():
     'ALTER TABLE U&"d\\0061t" DROP COLUMN a',
     "ALTER TABLE t_$1 DROP COLUMN a",
     "ALTER TABLE t\n-- first\n-- second\nDROP COLUMN a",
+    "ALTER TABLE t --c\rDROP COLUMN\na",
 ])
 def test_a_lone_subcommand_is_found_as_the_scanner_finds_it(sql):
     """The fast path for one-subcommand ALTERs (no scan) lands where the scanner's tokens do,

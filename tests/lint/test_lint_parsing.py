@@ -290,6 +290,8 @@ _PLAIN_PARTS = [
     "SELECT 1\n",
     "VACUUM FULL t{i};\n",
     "-- pgsteady: ignore-file prefer-jsonb -- legacy\n",
+    "-- old Mac line end\rVACUUM FULL m{i};\n",
+    "-- pgsteady: ignore ban-vacuum-full -- ok\rVACUUM FULL n{i};\n",
 ]
 
 

@@ -108,6 +108,7 @@ def test_literal_forms_are_what_postgresql_reads(pgsteady_database):
      "select 3", ["create function f() returns int language sql begin atomic select 1; "
                   "select 2; end", " select 3"]),
     ("select a$b, $1; select 2", ["select a$b, $1", " select 2"]),
+    ("select 1 -- c\r; select 2", ["select 1 -- c\r", " select 2"]),
 ])
 def test_split_like_psql(text, expected):
     """Semicolons inside literals, identifiers, comments and routine bodies do not split."""
@@ -134,3 +135,15 @@ def test_template_placeholders_become_names_of_the_same_length():
     assert [sqltext.placeholder_shown(n) for n in names] == \
         ["{{namespace}}", "{{a}}", "{{schema}}", "{{user}}"]
     assert sqltext.fill_placeholders("SELECT 1;") == ("SELECT 1;", ())
+
+
+def test_a_line_comment_ends_at_a_carriage_return_as_postgresql_ends_it(pgsteady_database):
+    """PostgreSQL ends a ``--`` comment at a lone carriage return too (files saved with old
+    Mac line ends): the server reads ``-- c\\r+ 1`` as a comment then ``+ 1``, and the
+    helpers that skip comments agree."""
+    with psycopg.connect(pgsteady_database.dsn) as conn:
+        assert conn.execute("SELECT 1 -- c\r+ 1").fetchone() == (2,)
+    assert sqltext.skip_blanks("-- c\rSELECT") == len("-- c\r")
+    assert sqltext.skip_blanks("-- c\r\nSELECT") == len("-- c\r\n")
+    assert sqltext.skip_blanks("-- c\nSELECT") == len("-- c\n")
+    assert sqltext.skip_blanks("-- c") == len("-- c")

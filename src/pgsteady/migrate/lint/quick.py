@@ -63,9 +63,13 @@ def file_stamps(paths: Sequence[str]) -> str | None:
 
 
 def code_stamp() -> str:
-    """The linter's own code (size and mtime of each module): an edit is a miss."""
+    """The linter's own code (size and mtime of each module): an edit is a miss. Besides
+    lint's folders, migrate's (layouts), the package's top level (records, SQL text helpers)
+    and the command line's (what a run prints)."""
     parts: list[str] = []
-    for folder in (_CODE, os.path.join(_CODE, "rules"), os.path.dirname(_CODE)):
+    package = os.path.dirname(os.path.dirname(_CODE))
+    for folder in (_CODE, os.path.join(_CODE, "rules"), os.path.dirname(_CODE), package,
+                   os.path.join(package, "cli")):
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             if entry.name.endswith(".py"):
                 stat = entry.stat()

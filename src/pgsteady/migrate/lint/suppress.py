@@ -23,7 +23,7 @@ else:
 
 UNUSED_IGNORE = "unused-ignore"
 IGNORE_WITHOUT_REASON = "ignore-without-reason"
-IGNORE = re.compile(r"--[ \t]*pgsteady:[ \t]*(ignore-file|ignore)(?![\w-])([^\n]*)")
+IGNORE = re.compile(r"--[ \t]*pgsteady:[ \t]*(ignore-file|ignore)(?![\w-])([^\n\r]*)")
 
 
 class Source:
