@@ -199,15 +199,11 @@ class Schema(Record):
         """The table a RangeVar names, if the replay knows it."""
         if not relation:
             return None
-        key = relation.get(_KEY)  # (asked for several times a statement: the key's fast path)
-        return self.tables.get(key if key is not None else self.key(relation))
+        return self.tables.get(self.key(relation))
 
     def is_new(self, relation: Node | None) -> bool:
         """True if the table was created in the change being checked."""
-        if not relation:
-            return False
-        key = relation.get(_KEY)
-        table = self.tables.get(key if key is not None else self.key(relation))
+        table = self.table(relation)
         return table is not None and table.created_in >= self.change_start
 
     def is_new_key(self, key: Key) -> bool:
