@@ -252,3 +252,25 @@ def test_watch_sees_through_a_session_pooler(db, fk_dir, pgsteady_stack, pgstead
         assert f"pid {reader.info.backend_pid} 'hidden-reader'" in str(err.value)
     finally:
         reader.close()
+
+
+def test_a_later_look_that_misses_the_lock_keeps_what_an_earlier_one_saw():
+    """pg_locks and pg_blocking_pids() are not read at one instant: a look can see the
+    blocker but not its lock row. Within a try, the lock seen earlier stays named, with the
+    session as last seen; a sighting that does name a lock wins."""
+    from pgsteady.migrate.preflight import Blocker, Session
+    from pgsteady.migrate.watch import sharper
+
+    def session(age: float) -> Session:
+        return Session(7, "job-b", "app", None, "active", age, age, "LOCK TABLE parent")
+
+    held = Blocker(session(0.1), "holds", "RowExclusiveLock", "public.other", None)
+    vague = Blocker(session(0.6), "blocks it", None, None, None)
+    kept = sharper(held, vague)
+    assert (kept.reason, kept.lock_mode, kept.relation) == ("holds", "RowExclusiveLock",
+                                                            "public.other")
+    assert kept.session.xact_age == 0.6
+    assert "holds RowExclusiveLock on public.other" in kept.describe()
+    assert sharper(None, vague) is vague
+    queued = Blocker(session(0.7), "waits for", "AccessExclusiveLock", "public.other", None)
+    assert sharper(held, queued) is queued

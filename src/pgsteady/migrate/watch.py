@@ -46,6 +46,16 @@ def server_pid(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else conn.info.backend_pid
 
 
+def sharper(known: Blocker | None, seen: Blocker) -> Blocker:
+    """The latest sighting of a session in one try, keeping the lock it was seen holding (or
+    queued for) earlier in that try when this look could not tell it: ``pg_locks`` and
+    ``pg_blocking_pids()`` are not read at one instant, so a look can catch the blocker but
+    miss its lock row. A session still in the way still holds what it held."""
+    if known is None or known.lock_mode is None or seen.lock_mode is not None:
+        return seen
+    return Blocker(seen.session, known.reason, known.lock_mode, known.relation, known.need)
+
+
 class BlockerWatch:
     """Watches one backend; :meth:`take` returns (and forgets) the blockers seen so far."""
 
@@ -117,7 +127,8 @@ class BlockerWatch:
                     reason, mode, relation = "blocks it", None, None
                 else:
                     reason, mode, relation = f"blocks pid {row['blocked_pid']}", None, None
-                self._seen[row["pid"]] = Blocker(_session(row), reason, mode, relation, None)
+                seen = Blocker(_session(row), reason, mode, relation, None)
+                self._seen[row["pid"]] = sharper(self._seen.get(row["pid"]), seen)
 
     def _run(self) -> None:
         try:
