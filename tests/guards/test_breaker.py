@@ -32,7 +32,7 @@ def test_opens_at_the_failure_rate_and_fails_fast():
     start = time.monotonic()
     with pytest.raises(CircuitOpen) as info:
         breaker.call(called.append, 1)
-    assert time.monotonic() - start < 0.01
+    assert time.monotonic() - start < 0.05  # no wait at all
     assert called == []
     assert 4 < info.value.retry_after <= 5
     assert breaker.stats().rejected == 1 and breaker.stats().opened == 1
@@ -137,7 +137,7 @@ def test_blackholed_database_opens_the_breaker(pgsteady_proxy):
         start = time.monotonic()
         with pytest.raises(CircuitOpen):
             db.fetchone("select 1", deadline=0.1)
-        assert time.monotonic() - start < 0.01
+        assert time.monotonic() - start < 0.05  # no wait at all (the deadline is 0.1 s)
         pgsteady_proxy.blackhole(False)
 
     async def main() -> None:

@@ -70,7 +70,8 @@ def _check_blackholed(port: int) -> None:
     lives = [_get(port, "/health/live") for _ in range(20)]
     assert all(code == 200 for code, *_ in lives)
     took = sorted(t for _, _, t, _ in lives)
-    assert took[len(took) // 2] < 0.010 and took[-1] < 0.100
+    # Liveness never waits for the database: not one probe near the readiness deadline (0.5 s).
+    assert took[len(took) // 2] < 0.050 and took[-1] < 0.4
     code, body, took_ready, ctype = _get(port, "/health/ready")
     assert code == 503 and body["status"] == "fail"
     assert body["checks"]["db"][0]["status"] == "fail"

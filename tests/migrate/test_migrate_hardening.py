@@ -181,17 +181,23 @@ def test_history_table_in_own_schema_for_a_non_owner(db, tmp_path):
 
 
 def test_loading_is_linear_in_file_size(tmp_path):
-    """Loading 4x the statements takes well under 16x the time (it was quadratic)."""
+    """Loading 16x the statements takes far under 256x the CPU time (it was quadratic).
+
+    CPU time of the best of three, and a 4x margin either way between linear (16x) and
+    quadratic (256x), so a busy host cannot fail it; bench/ holds the speed figures."""
     row = "INSERT INTO t (id, note) VALUES (1, 'a note; with a semicolon');\n"
     timings = []
-    for count in (2500, 10000):  # ~0.16 MB and ~0.65 MB
+    for count in (1000, 16000):  # ~0.07 MB and ~1 MB
         folder = tmp_path / str(count)
         folder.mkdir()
         (folder / "0001_big.sql").write_text("CREATE TABLE t (id int, note text);\n"
                                              + row * count)
-        start = time.perf_counter()
-        [migration] = source.load_dir(folder)
-        timings.append(time.perf_counter() - start)
+        best = float("inf")
+        for _ in range(3):
+            start = time.process_time()
+            [migration] = source.load_dir(folder)
+            best = min(best, time.process_time() - start)
+        timings.append(best)
         assert len(migration.statements) == count + 1
         assert migration.statements[-1].line == count + 1
-    assert timings[1] < timings[0] * 9, timings
+    assert timings[1] < max(timings[0], 0.001) * 64, timings

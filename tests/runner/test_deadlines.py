@@ -52,7 +52,7 @@ def test_seed_step_2_through_pgsteady(make_db, pgsteady_stack, pgsteady_database
     with pytest.raises(DeadlineExceeded) as info:
         db.fetchone(BUMP, (0,), deadline=0.05)
     waited = time.monotonic() - start
-    assert 0.045 <= waited < 0.25
+    assert 0.045 <= waited < 1.0  # on its deadline, not after the 1.5 s query (a busy host may lag)
     assert info.value.phase == "running"  # it was queued in PgBouncer, i.e. already sent
     slow.join(10)
     _settle(db)
@@ -120,7 +120,7 @@ def test_overloaded_when_the_backlog_is_full(make_db, pgsteady_database):
     start = time.monotonic()
     with pytest.raises(Overloaded) as info:
         db.fetchone("select 1", deadline=5)
-    assert time.monotonic() - start < 0.05
+    assert time.monotonic() - start < 0.3  # at once: not after a 0.6 s holder ends
     assert isinstance(info.value, PgsteadyError)
     assert isinstance(info.value, psycopg.OperationalError)
     for holder in holders:
