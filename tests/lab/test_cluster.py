@@ -153,3 +153,36 @@ def test_proxy_process_applies_faults_like_the_thread_proxy(pgsteady_stack):
     stats = cluster.proxy.stats()
     assert stats.first_packet["startup"] == 1
     assert [kind for _, kind in cluster.proxy.events()] == ["startup"]
+
+
+def test_durable_keeps_every_acknowledged_commit_through_an_immediate_stop():
+    """The lab's PostgreSQL runs with fsync and synchronous_commit off; durable=True turns
+    them on, and 300 acknowledged single-row commits all survive an immediate stop."""
+    import shutil
+
+    from pgsteady.lab import _process
+    from pgsteady.lab._workdir import make_workdir
+    from pgsteady.lab.cluster import Postgres
+
+    who = _process.run_as()
+    workdir = make_workdir(None, who, prefix="pgsteady-test-")
+    fast = Postgres(workdir)
+    assert fast.settings["fsync"] == "off" and fast.settings["synchronous_commit"] == "off"
+    server = Postgres(workdir, who=who, durable=True, settings={"max_connections": 20})
+    assert "fsync" not in server.settings and "synchronous_commit" not in server.settings
+    assert server.settings["max_connections"] == 20
+    server.start()
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            assert conn.execute("show fsync").fetchone() == ("on",)
+            assert conn.execute("show synchronous_commit").fetchone() == ("on",)
+            conn.execute("create table t (id int)")
+            for i in range(300):
+                conn.execute("insert into t values (%s)", (i,))
+        server.stop(mode="immediate")
+        server.start()
+        with psycopg.connect(server.dsn()) as conn:
+            assert conn.execute("select count(*) from t").fetchone() == (300,)
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -42,11 +42,16 @@ SUPERUSER = "postgres"
 _T = TypeVar("_T")
 Setting = str | int | float | bool
 
-# Settings that make a throwaway server fast; durability is not the point here.
-FAST_PG_SETTINGS: dict[str, Setting] = {
+# Settings that make a throwaway server fast; durability is not the point here. A crash or an
+# immediate stop loses commits callers were told had succeeded: ``durable=True`` (``--durable``)
+# keeps PostgreSQL's own defaults for the three, for tests of what survives a crash.
+NOT_DURABLE_PG_SETTINGS: dict[str, Setting] = {
     "fsync": "off",
     "synchronous_commit": "off",
     "full_page_writes": "off",
+}
+FAST_PG_SETTINGS: dict[str, Setting] = {
+    **NOT_DURABLE_PG_SETTINGS,
     "max_connections": 200,
     "shared_buffers": "64MB",
 }
@@ -80,7 +85,7 @@ class Postgres:
     def __init__(
         self, workdir: Path, *, port: int | None = None,
         settings: Mapping[str, Setting] | None = None, binaries: Binaries | None = None,
-        who: RunAs | None = None,
+        who: RunAs | None = None, durable: bool = False,
     ) -> None:
         self.binaries = binaries or _process.find_binaries()
         self.who = who or _process.run_as()
@@ -91,7 +96,9 @@ class Postgres:
         self.password = _password_for(self.passfile)
         self._fixed_port = port
         self.port = port or 0
-        self.settings = {**FAST_PG_SETTINGS, **(settings or {})}
+        fast = {name: value for name, value in FAST_PG_SETTINGS.items()
+                if not (durable and name in NOT_DURABLE_PG_SETTINGS)}
+        self.settings = {**fast, **(settings or {})}
         self._proc: subprocess.Popen[bytes] | None = None
 
     def dsn(self, dbname: str = "postgres", **params: Any) -> str:
@@ -373,7 +380,8 @@ class Cluster:
     """PostgreSQL, optionally the fault proxy, and PgBouncer, wired in that order.
 
     ``with Cluster(pool_size=1, proxy=True) as c: psycopg.connect(c.pooled_dsn())``.
-    ``redis=True`` adds a password-protected Redis (``redis_url()``).
+    ``redis=True`` adds a password-protected Redis (``redis_url()``). PostgreSQL runs with fsync
+    and synchronous_commit off unless ``durable=True``: a crash may lose acknowledged commits.
     Pass ``postgres=`` to put a new proxy + PgBouncer in front of a server you already have;
     the cluster then stops only what it started. ``proxy_process=True`` runs the proxy in a
     child process, out of the way of a CPU-heavy load driver in this one.
@@ -386,14 +394,15 @@ class Cluster:
         pgbouncer_settings: Mapping[str, Setting] | None = None, pg_port: int | None = None,
         pgbouncer_port: int | None = None, base_dir: str | Path | None = None,
         keep: bool = False, postgres: Postgres | None = None, users: Iterable[str] = (),
-        proxy_process: bool = False, redis: bool = False,
+        proxy_process: bool = False, redis: bool = False, durable: bool = False,
     ) -> None:
         self.binaries = postgres.binaries if postgres else _process.find_binaries()
         self.who = postgres.who if postgres else _process.run_as()
         self.keep = keep
         self._base_dir = base_dir
         self._owns_postgres = postgres is None
-        self._pg_args: dict[str, Any] = {"port": pg_port, "settings": pg_settings}
+        self._pg_args: dict[str, Any] = {"port": pg_port, "settings": pg_settings,
+                                         "durable": durable}
         self._bouncer_args: dict[str, Any] = {
             "pool_mode": pool_mode, "pool_size": pool_size, "min_pool_size": min_pool_size,
             "max_client_conn": max_client_conn, "query_wait_timeout": query_wait_timeout,

@@ -77,6 +77,7 @@ class LockQueueConfig:
     log_rows: int = 200_000
     hot_keys: int = 100
     runs: int = 1
+    durable: bool = False  # fsync and synchronous_commit on (slower; the lab's are off)
 
     def __post_init__(self) -> None:
         problems = []
@@ -174,7 +175,7 @@ def run_lock_queue(config: LockQueueConfig, progress: Progress | None = None,
     report = progress or (lambda label, seconds: None)
     who = _process.run_as()
     workdir = make_workdir(base_dir, who)
-    server = Postgres(workdir, who=who, settings={
+    server = Postgres(workdir, who=who, durable=config.durable, settings={
         "max_connections": config.max_connections,
         "superuser_reserved_connections": config.reserved_connections,
         "log_line_prefix": "%m [%p] ", "log_timezone": "UTC", "log_lock_waits": True,

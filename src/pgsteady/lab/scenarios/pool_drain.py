@@ -75,6 +75,7 @@ class PoolDrainConfig:
     # Also measure pgbench on each run's own cluster just before it: the machine's speed drifts
     # by a few % over minutes, and a run is then compared with the path it ran on.
     ceiling_each_run: bool = False
+    durable: bool = False  # fsync and synchronous_commit on (slower; the lab's are off)
 
     def __post_init__(self) -> None:
         problems = []
@@ -185,7 +186,7 @@ def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
     report = progress or (lambda label, seconds: None)
     who = _process.run_as()
     workdir = make_workdir(base_dir, who)
-    server = Postgres(workdir, who=who)
+    server = Postgres(workdir, who=who, durable=config.durable)
     try:
         server.start()
         _prepare_database(server)
