@@ -104,3 +104,20 @@ def test_pgbouncer_settings_findings(pgsteady_stack, pgsteady_database, capsys):
     ids = _ids(report)
     assert "pgbouncer-query-wait-timeout" not in ids
     assert "pgbouncer-min-pool-size" not in ids
+
+
+def test_server_login_retry_is_reported_until_it_is_short(pgsteady_stack, pgsteady_database,
+                                                          capsys):
+    """PgBouncer's default server_login_retry (15 s) is a finding with the advice to set 1;
+    after a RELOAD with 1 it is gone."""
+    lab = pgsteady_stack(pool_size=2, pgbouncer_settings={"server_login_retry": 15})
+    args = ("--dsn", lab.direct_dsn(pgsteady_database.name), "--pgbouncer", lab.admin_dsn,
+            "--samples", "1")
+    _, report = _doctor(capsys, *args)
+    [finding] = [f for f in report["findings"] if f["id"] == "pgbouncer-server-login-retry"]
+    assert finding["severity"] == "warning"
+    assert finding["evidence"]["server_login_retry_s"] == 15
+    assert "server_login_retry = 1" in finding["fix"]
+    lab.pgbouncer.reload(server_login_retry=1)
+    _, report = _doctor(capsys, *args)
+    assert "pgbouncer-server-login-retry" not in _ids(report)

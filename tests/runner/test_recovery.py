@@ -101,3 +101,20 @@ def test_idle_workers_do_not_pile_up_waiters(monkeypatch, pgsteady_database):
             return len(db._idle_holding) + len(db._idle_empty)
 
     assert asyncio.run(scenario()) <= 2
+
+
+def test_recovers_through_pgbouncer_within_seconds_of_postgres(make_db):
+    """Behind the lab's PgBouncer (server_login_retry = 1, PgBouncer's default is 15 s), calls
+    are answered again within a few seconds of PostgreSQL coming back, not after ~13 s."""
+    with Cluster(pool_size=2) as cluster:
+        config = {r["key"]: r["value"] for r in cluster.pgbouncer.admin("SHOW CONFIG")}
+        assert config["server_login_retry"] == "1"
+        db = make_db(cluster.pooled_dsn(), pool_size=2, pooler="transaction", connect_timeout=2)
+        db.wait(10)
+        cluster.postgres.stop()
+        for _ in range(3):  # PgBouncer's logins fail while PostgreSQL is down
+            with pytest.raises((DeadlineExceeded, QueryFailed)):
+                db.fetchone("select 1", deadline=0.5)
+            time.sleep(0.3)
+        cluster.postgres.start()
+        assert _works_again(db, within=15) < 6

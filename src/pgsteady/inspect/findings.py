@@ -51,6 +51,7 @@ class Thresholds:
     dropped_cancels_warning: int = 10
     pool_busy: float = 0.7  # sv_active / pool_size with clients waiting
     pool_maxwait: float = 1.0
+    server_login_retry: float = 5.0  # PgBouncer's wait after a failed login, at most
     ignore_pids: frozenset[int] = field(default_factory=frozenset)
 
 

@@ -32,6 +32,7 @@ def pgbouncer_findings(snap: BouncerSnapshot | None, log: LogScan | None,
         found += _query_wait_timeout(snap, th)
         found += _min_pool_size(snap, th, connect_latency)
         found += _prepared_statements(snap)
+        found += _server_login_retry(snap, th)
     if log is not None:
         found += _log_findings(log, th)
     return sorted(found, key=rank)
@@ -173,6 +174,23 @@ def _prepared_statements(snap: BouncerSnapshot) -> list[Finding]:
          "in every client: psycopg prepare_threshold=None; asyncpg statement_cache_size=0; "
          "pgx default_query_exec_mode=exec; or upgrade to PgBouncer >= 1.21 and set "
          "max_prepared_statements = 200"))]
+
+
+def _server_login_retry(snap: BouncerSnapshot, th: Thresholds) -> list[Finding]:
+    """After a failed server login (PostgreSQL restarting, max_connections full) PgBouncer
+    waits ``server_login_retry`` before its next try: with the 15 s default, nothing is
+    answered through it for up to 15 s after PostgreSQL is back (~13 s measured)."""
+    value = _seconds(snap.setting("server_login_retry", "15"))
+    if value is None or value <= th.server_login_retry:
+        return []
+    return [Finding(
+        "pgbouncer-server-login-retry", "warning",
+        f"server_login_retry = {value:g}s: after PostgreSQL restarts or refuses a login, "
+        f"PgBouncer answers nothing for up to {value:g}s after it is back",
+        {"server_login_retry_s": value, "advised_at_most_s": th.server_login_retry},
+        "server_login_retry = 1  # pgbouncer.ini, then RELOAD: PgBouncer tries a failed "
+        "server login again after 1 s, so service returns within about a second of "
+        "PostgreSQL (one attempt a second is no load for the server)")]
 
 
 def _log_findings(log: LogScan, th: Thresholds) -> list[Finding]:

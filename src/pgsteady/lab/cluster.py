@@ -246,6 +246,8 @@ class PgBouncer:
             "min_pool_size": min_pool_size,
             "max_client_conn": max_client_conn,
             "query_wait_timeout": query_wait_timeout,
+            # Back within a second of PostgreSQL after a restart (PgBouncer's default: 15 s).
+            "server_login_retry": 1,
             **(settings or {}),
         }
         self.users = {SUPERUSER, *users}
