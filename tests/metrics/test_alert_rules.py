@@ -90,6 +90,8 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(tmp_path):
     (tmp_path / "rules.yml").write_text(prometheus_rules(config))
     tests = []
     for rule in RULES:
+        if rule.kind == "absent":
+            continue  # test_absent_rule_fires_only_with_no_series
         threshold = config.threshold(rule)
         eval_minutes = int(config.for_seconds(rule) // 60) + 20
         for firing in (True, False):
@@ -101,6 +103,7 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(tmp_path):
                     "summary": render(rule.summary, seen, labels),
                     "description": rule.description,
                     "runbook": f"Run: {rule.run}. See README: the first minute of an incident.",
+                    "runbook_url": config.runbook_url(rule),
                 }}]
             tests.append({"interval": "1m", "input_series": series,
                           "alert_rule_test": [{"eval_time": f"{eval_minutes}m",
@@ -111,7 +114,78 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(tmp_path):
     done = subprocess.run(["promtool", "test", "rules", "tests.yml"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert len(tests) == 2 * len(RULES)
+    assert len(tests) == 2 * len([r for r in RULES if r.kind != "absent"])
+
+
+def _promtool_test(tmp_path, config: AlertConfig, tests: list[dict]) -> None:
+    (tmp_path / "rules.yml").write_text(prometheus_rules(config))
+    (tmp_path / "tests.yml").write_text(json.dumps(
+        {"rule_files": ["rules.yml"], "evaluation_interval": "30s", "tests": tests}, indent=1))
+    done = subprocess.run(["promtool", "test", "rules", "tests.yml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@needs_promtool
+def test_two_databases_fire_as_two_alerts_that_name_their_instance(tmp_path):
+    """Lock queues on two exporters' databases are two alerts, each with its instance and job,
+    not one alert with the labels aggregated away."""
+    def series(instance: str) -> dict:
+        return {"series": f'pgsteady_lock_queue_length{{instance="{instance}", job="pg", '
+                          f'relation="public.orgs"}}', "values": "9x10"}
+    expected = [{"exp_labels": {"instance": name, "job": "pg", "relation": "public.orgs",
+                                "severity": "critical"}} for name in ("db-a:19187", "db-b:19187")]
+    config = AlertConfig()
+    rule = next(r for r in RULES if r.alert == "PgsteadyLockQueue")
+    for item in expected:
+        item["exp_annotations"] = {
+            "summary": "9 sessions queued for a lock on public.orgs",
+            "description": rule.description,
+            "runbook": f"Run: {rule.run}. See README: the first minute of an incident.",
+            "runbook_url": config.runbook_url(rule)}
+    _promtool_test(tmp_path, config, [{
+        "interval": "1m", "input_series": [series("db-a:19187"), series("db-b:19187")],
+        "alert_rule_test": [{"eval_time": "5m", "alertname": "PgsteadyLockQueue",
+                             "exp_alerts": expected}]}])
+
+
+@needs_promtool
+def test_absent_rule_fires_only_with_no_series(tmp_path):
+    """PgsteadyExporterAbsent fires after its `for` when no pgsteady_up series exists at all,
+    and stays quiet while any exporter is scraped."""
+    config = AlertConfig()
+    rule = next(r for r in RULES if r.kind == "absent")
+    fired = {"exp_labels": {"severity": "critical"}, "exp_annotations": {
+        "summary": rule.summary, "description": rule.description,
+        "runbook": f"Run: {rule.run}. See README: the first minute of an incident.",
+        "runbook_url": config.runbook_url(rule)}}
+    _promtool_test(tmp_path, config, [
+        {"interval": "1m", "input_series": [{"series": "other_metric", "values": "1x20"}],
+         "alert_rule_test": [{"eval_time": "10m", "alertname": rule.alert,
+                              "exp_alerts": [fired]}]},
+        {"interval": "1m", "input_series": [
+            {"series": 'pgsteady_up{instance="a", job="j", source="postgres"}',
+             "values": "1x20"}],
+         "alert_rule_test": [{"eval_time": "10m", "alertname": rule.alert, "exp_alerts": []}]},
+    ])
+
+
+def test_every_runbook_url_has_its_section_on_the_generated_page():
+    """Each rule's runbook_url anchor is a heading of docs/incidents/alerts.md, and that page
+    is exactly what `pgsteady alerts --format markdown` prints."""
+    from pathlib import Path
+
+    from pgsteady.inspect.alerts import runbook_markdown
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "incidents" / "alerts.md"
+    assert page.read_text() == runbook_markdown(), \
+        "regenerate: pgsteady alerts --format markdown > docs/incidents/alerts.md"
+    headings = {line[3:].strip().lower() for line in page.read_text().splitlines()
+                if line.startswith("## ")}
+    config = AlertConfig()
+    for rule in RULES:
+        assert config.runbook_url(rule).endswith("#" + rule.anchor)
+        assert rule.anchor in headings
 
 
 @needs_promtool
@@ -138,6 +212,9 @@ def test_shortened_for_comes_from_the_config(tmp_path):
         ("lock_queue_length = inf\n", "not a finite number"),
         ("lock_queue_length = nan\n", "not a finite number"),
         ("lock_queue_length_for = nan\n", "not a finite duration"),
+        ("client_pool_used = 70\n", "write 0.7 for 70 %"),
+        ("connections_critical = 90\n", "is a share of 1"),
+        ('runbook_base = "wiki/alerts"\n', "must be an http(s) URL"),
         (b"\xc2\x00 binary", "not UTF-8 text"),
     ],
 )

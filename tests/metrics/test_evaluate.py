@@ -57,3 +57,19 @@ def test_source_down_fires_after_its_for():
     assert first.state == "pending" and dict(first.labels) == {"source": "postgres"}
     [later] = _active(ev.update(down, 61.0), "PgsteadySourceDown")
     assert later.state == "firing"
+
+
+def test_absent_fires_without_the_metric_and_missing_labels_are_left_out():
+    """In-process, PgsteadyExporterAbsent is active only when no pgsteady_up series exists,
+    and a lock-queue alert carries instance/job only when its series has them (as PromQL's
+    `by` leaves absent labels out)."""
+    ev = Evaluator()
+    [absent] = _active(ev.update({"other": [((), 1.0)]}, 0.0), "PgsteadyExporterAbsent")
+    assert absent.labels == () and absent.state == "pending"
+    assert not _active(ev.update(_queue(9), 1.0), "PgsteadyExporterAbsent")
+    labelled = {"pgsteady_lock_queue_length": [
+        ((("instance", "db-a"), ("job", "pg"), ("relation", "public.orgs")), 9.0),
+        ((("instance", "db-b"), ("job", "pg"), ("relation", "public.orgs")), 7.0)],
+        "pgsteady_up": [((("source", "postgres"),), 1.0)]}
+    found = _active(ev.update(labelled, 2.0), "PgsteadyLockQueue")
+    assert sorted(dict(a.labels)["instance"] for a in found) == ["db-a", "db-b"]

@@ -17,8 +17,9 @@ def register(verbs: Any) -> None:
                     "`for`, a severity label and summary/description/runbook annotations that "
                     "say what to run. Thresholds and durations: defaults, overridden by "
                     "[tool.pgsteady.alerts] in pyproject.toml or by --config FILE.")
-    alerts.add_argument("--format", choices=["prometheus"], default="prometheus",
-                        help="output format (prometheus: a rules file for rule_files)")
+    alerts.add_argument("--format", choices=["prometheus", "markdown"], default="prometheus",
+                        help="prometheus: a rules file for rule_files (default); markdown: the "
+                             "runbook page each rule's runbook_url points at")
     alerts.add_argument("--config", metavar="FILE",
                         help="TOML with thresholds and `for` durations, e.g. lock_queue_length = "
                              "5, lock_queue_length_for = \"30s\"")
@@ -30,7 +31,13 @@ def register(verbs: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pgsteady.inspect.alerts import DEFAULTS, load_config, prom_duration, prometheus_rules
+    from pgsteady.inspect.alerts import (
+        DEFAULTS,
+        load_config,
+        prom_duration,
+        prometheus_rules,
+        runbook_markdown,
+    )
 
     config = load_config(Path(args.config) if args.config else None)
     if args.list:
@@ -41,5 +48,6 @@ def run(args: argparse.Namespace) -> int:
                 prom_duration(default) if key.endswith("_for") else f"{default:g}") + ")"
             print(f"{key} = {shown}{note}", file=sys.stdout)
         return EXIT_OK
-    sys.stdout.write(prometheus_rules(config))
+    render = runbook_markdown if args.format == "markdown" else prometheus_rules
+    sys.stdout.write(render(config))
     return EXIT_OK

@@ -17,15 +17,17 @@ from pgsteady.cli import _args
 from pgsteady.errors import EXIT_OK, PgsteadyError, UsageError
 
 log = logging.getLogger("pgsteady.cli")
-DEFAULT_LISTEN = "127.0.0.1:9187"
+# Not 9187: that is postgres_exporter's, often on the same host. Prometheus' exporter range
+# (9100-9999) is fully allocated, so pgsteady takes a port outside it.
+DEFAULT_LISTEN = "127.0.0.1:19187"
 
 
 def listen_address(text: str) -> tuple[str, int]:
-    """``"127.0.0.1:9187"``, ``"[::1]:9187"`` or ``":9187"`` (loopback) -> (host, port)."""
+    """``"127.0.0.1:19187"``, ``"[::1]:19187"`` or ``":19187"`` (loopback) -> (host, port)."""
     host, sep, port = text.strip().rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not HOST:PORT; write it like 127.0.0.1:9187 (port 0: any free one)")
+            f"{text!r} is not HOST:PORT; write it like 127.0.0.1:19187 (port 0: any free one)")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)
 

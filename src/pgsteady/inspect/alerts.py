@@ -14,7 +14,12 @@ Thresholds and durations come from defaults, overridable by a TOML file (``--con
     lock_queue_length = 5          # a threshold: a number
     lock_queue_for = "30s"         # a `for` duration: "30s", "5m", "1h" or seconds
 
-An unknown key or a negative value is a usage error (exit 2): a typo must not turn a page off.
+An unknown key or a negative value is a usage error (exit 2): a typo must not turn a page off,
+and neither may a share written as a percentage (``client_pool_used = 70`` can never fire).
+
+Every aggregation keeps ``instance`` and ``job`` (the exporter or service a series came from),
+so with several databases a page says which one fired; each rule carries a ``runbook_url`` to
+its section of the alerts page (``runbook_base`` in the config moves it to your own copy).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from typing import Any
 from pgsteady.errors import UsageError
 
 RUNBOOK = "README: the first minute of an incident"
+# Where each rule's runbook_url points: the alerts page of the docs, one section per alert.
+RUNBOOK_BASE = "https://pgsteady.readthedocs.io/en/stable/incidents/alerts/"
+WHERE = ("instance", "job")  # the labels that say which exporter/database a series is from
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class Rule:
     - ``per_minute``: ``sum by (by) (rate(metric[window])) * 60 OP threshold``
     - ``increase``: ``max by (by) (increase(metric[window])) OP threshold``
     - ``min``: ``min by (by) (metric) OP threshold``
+    - ``absent``: ``absent(metric)``: no series at all (the exporter itself is gone)
     """
 
     alert: str
@@ -59,9 +68,16 @@ class Rule:
     denominator: str = ""
     window: str = "5m"
 
+    @property
+    def anchor(self) -> str:
+        """The rule's section on the alerts page (Markdown's heading id)."""
+        return self.alert.lower()
+
     def expr(self, threshold: float) -> str:
         by = f" by ({', '.join(self.by)})" if self.by else ""
         value = _number(threshold)
+        if self.kind == "absent":
+            return f"absent({self.metric})"
         if self.kind == "ratio":
             left = f"sum{by} ({self.metric}) / sum{by} ({self.denominator})"
         elif self.kind == "per_minute":
@@ -93,6 +109,7 @@ DEFAULTS: dict[str, float] = {
     "migration_seconds": 300, "migration_seconds_for": 0,
     "restarts": 3, "restarts_for": 0,
     "source_down": 0, "source_down_for": 60,
+    "exporter_absent": 1, "exporter_absent_for": 300,
 }
 
 RULES: tuple[Rule, ...] = (
@@ -101,80 +118,82 @@ RULES: tuple[Rule, ...] = (
          "humanizePercentage }} in use", "The service's own connection pool has been mostly in "
          "use; callers will soon queue and miss deadlines.",
          "pgsteady watch --dsn ... (pools pane); check the service's traffic and pool_size",
-         by=("service",), kind="ratio", denominator="pgsteady_client_pool_size"),
+         by=("job", "service"), kind="ratio", denominator="pgsteady_client_pool_size"),
     Rule("PgsteadyClientDeadlinesExceeded", "pgsteady-client",
          "pgsteady_client_deadline_exceeded_total", ">", "client_deadline_exceeded_per_minute",
          "warning", "{{ $labels.service }}: {{ $value | humanize }} deadlines a minute",
          "Callers are giving up on database lookups. With pgsteady the queries still finish and "
          "no pooler connection is lost; find why the database is slow.",
-         "pgsteady doctor --dsn ... --pgbouncer ...", by=("service",), kind="per_minute"),
+         "pgsteady doctor --dsn ... --pgbouncer ...", by=("job", "service"),
+         kind="per_minute"),
     Rule("PgsteadyClientOverloaded", "pgsteady-client", "pgsteady_client_overloaded_total", ">",
          "client_overloaded_per_minute", "warning",
          "{{ $labels.service }}: backlog full, {{ $value | humanize }} calls refused a minute",
          "The client's backlog is full and calls fail fast; the database or pooler is not "
-         "keeping up with demand.", "pgsteady watch --dsn ...", by=("service",),
+         "keeping up with demand.", "pgsteady watch --dsn ...", by=("job", "service"),
          kind="per_minute"),
     Rule("PgsteadyConnectionsHigh", "pgsteady-postgres", "pgsteady_connections_used_ratio", ">=",
          "connections_used", "warning",
          "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
          "Sessions are using most of max_connections minus the reserved slots; the migration "
          "outage (docs/outages.md) ran out of slots when restarted servers leaked sessions.",
-         "pgsteady blockers --dsn ...; pgsteady doctor --dsn ..."),
+         "pgsteady blockers --dsn ...; pgsteady doctor --dsn ...", by=WHERE),
     Rule("PgsteadyConnectionsCritical", "pgsteady-postgres", "pgsteady_connections_used_ratio",
          ">=", "connections_critical", "critical",
          "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
-         "New connections will soon be refused.", "pgsteady doctor --dsn ..."),
+         "New connections will soon be refused.", "pgsteady doctor --dsn ...", by=WHERE),
     Rule("PgsteadyLockQueue", "pgsteady-postgres", "pgsteady_lock_queue_length", ">=",
          "lock_queue_length", "critical",
          "{{ $value }} sessions queued for a lock on {{ $labels.relation }}",
          "A lock request (often a migration's ACCESS EXCLUSIVE) waits behind a long query and "
          "every new query on the table queues behind it: the migration outage in docs/outages.md.",
          "pgsteady blockers --dsn ... ; end the root blocker with --terminate PID if it is safe",
-         by=("relation",)),
+         by=(*WHERE, "relation")),
     Rule("PgsteadyBlockingRootOld", "pgsteady-postgres", "pgsteady_blocking_root_seconds", ">",
          "blocking_root_seconds", "warning",
          "{{ $labels.application_name }} has blocked others for {{ $value | humanizeDuration }}",
          "A session at the root of a blocking chain has held its locks for long.",
-         "pgsteady blockers --dsn ...", by=("application_name",)),
+         "pgsteady blockers --dsn ...", by=(*WHERE, "application_name")),
     Rule("PgsteadyLongTransaction", "pgsteady-postgres", "pgsteady_longest_transaction_seconds",
          ">", "long_transaction_seconds", "warning",
          "{{ $labels.application_name }}: a transaction open for {{ $value | humanizeDuration }}",
          "Long transactions hold locks and snapshots; nothing stopped the migration outage's"
          " 7-hour queries.",
-         "pgsteady doctor --dsn ... (long-transaction)", by=("application_name",)),
+         "pgsteady doctor --dsn ... (long-transaction)", by=(*WHERE, "application_name")),
     Rule("PgsteadyIdleInTransaction", "pgsteady-postgres",
          "pgsteady_idle_in_transaction_sessions", ">", "idle_in_transaction_sessions",
          "warning", "{{ $value }} sessions idle in transaction",
          "Sessions sit idle inside an open transaction, holding their locks.",
-         "pgsteady doctor --dsn ... (idle-in-transaction)"),
+         "pgsteady doctor --dsn ... (idle-in-transaction)", by=WHERE),
     Rule("PgsteadyXminHorizonOld", "pgsteady-postgres", "pgsteady_xmin_horizon_age_seconds", ">",
          "xmin_horizon_seconds", "warning",
          "vacuum held back for {{ $value | humanizeDuration }}",
          "An old snapshot keeps vacuum from cleaning up; the migration outage's "
          "long queries did this for eight hours.",
-         "pgsteady doctor --dsn ... (xmin-horizon names the holder)"),
+         "pgsteady doctor --dsn ... (xmin-horizon names the holder)", by=WHERE),
     Rule("PgsteadyPgbouncerRefillStuck", "pgsteady-pgbouncer",
          "pgsteady_pgbouncer_refill_stuck_seconds", ">", "pgbouncer_refill_stuck_seconds",
          "critical", "PgBouncer pool {{ $labels.database }}/{{ $labels.user }} stuck refilling",
          "sv_login sits at 1 while clients wait and no server connection is added: the pool "
          "drain outage (docs/outages.md).",
          "pgsteady doctor --pgbouncer ... (pgbouncer-refill-stuck)",
-         by=("database", "user")),
+         by=(*WHERE, "database", "user")),
     Rule("PgsteadyPgbouncerNotReadyClosures", "pgsteady-pgbouncer",
          "pgsteady_pgbouncer_not_ready_closures_total", ">", "pgbouncer_not_ready_per_minute",
          "warning", "PgBouncer closes {{ $value | humanize }} server connections a minute as "
          "not ready", "Clients leave while their query is queued or running, and PgBouncer "
          "destroys the server connection; drivers closing connections on deadlines do this.",
-         "pgsteady doctor --pgbouncer ... --pgbouncer-log ...", kind="per_minute", window="2m"),
+         "pgsteady doctor --pgbouncer ... --pgbouncer-log ...", by=WHERE, kind="per_minute",
+         window="2m"),
     Rule("PgsteadyMigrationFailed", "pgsteady-migrations", "pgsteady_migration_last_run_success",
          "==", "migration_failed", "critical", "the last pgsteady migrate run failed",
          "A migration gave up (lock timeout, error); nothing of it was applied.",
-         "pgsteady migrate --status; pgsteady preflight", by=("instance", "job"), kind="min"),
+         "pgsteady migrate --status; pgsteady preflight", by=WHERE, kind="min"),
     Rule("PgsteadyMigrationSlow", "pgsteady-migrations",
          "pgsteady_migration_last_run_duration_seconds", ">", "migration_seconds", "warning",
          "the last migration run took {{ $value | humanizeDuration }}",
          "Migrations that take long hold locks long, or retried behind a blocker.",
-         "pgsteady preflight --dsn ...", by=("instance", "job")),
+         "pgsteady preflight --dsn ...", by=WHERE),
     Rule("PgsteadyRepeatedRestarts", "pgsteady-deploy", "kube_pod_container_status_restarts_total",
          ">=", "restarts", "warning",
          "{{ $labels.namespace }}/{{ $labels.pod }} restarted {{ $value | humanize }} times in "
@@ -186,8 +205,18 @@ RULES: tuple[Rule, ...] = (
     Rule("PgsteadySourceDown", "pgsteady-exporter", "pgsteady_up", "==", "source_down",
          "critical", "pgsteady exporter cannot read {{ $labels.source }}",
          "The exporter's last scrape of this source failed; its alerts are blind.",
-         "pgsteady doctor --dsn ... --pgbouncer ...", by=("source",), kind="min"),
+         "pgsteady doctor --dsn ... --pgbouncer ...", by=(*WHERE, "source"), kind="min"),
+    Rule("PgsteadyExporterAbsent", "pgsteady-exporter", "pgsteady_up", "==", "exporter_absent",
+         "critical", "no pgsteady exporter is being scraped",
+         "Prometheus has no pgsteady_up series at all: the exporter is down, or its scrape "
+         "config is gone. Every other pgsteady alert is silent while this fires.",
+         "kubectl get pods / systemctl status for the exporter; curl its /metrics",
+         kind="absent"),
 )
+
+# Thresholds that are shares of 1 (a ratio metric): 70 where 0.7 was meant never fires.
+SHARES = frozenset(rule.key for rule in RULES
+                   if rule.kind == "ratio" or rule.metric.endswith("_ratio"))
 
 
 def _number(value: float) -> str:
@@ -231,6 +260,10 @@ class AlertConfig:
 
     values: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULTS))
     source: str | None = None
+    runbook_base: str = RUNBOOK_BASE
+
+    def runbook_url(self, rule: Rule) -> str:
+        return f"{self.runbook_base.rstrip('#')}#{rule.anchor}"
 
     def threshold(self, rule: Rule) -> float:
         return self.values[rule.key]
@@ -241,7 +274,14 @@ class AlertConfig:
     @classmethod
     def of(cls, overrides: Mapping[str, Any], source: str | None = None) -> AlertConfig:
         values = dict(DEFAULTS)
+        base = RUNBOOK_BASE
         for key, raw in overrides.items():
+            if key == "runbook_base":
+                if not isinstance(raw, str) or not raw.startswith(("https://", "http://")):
+                    raise UsageError(f"alerts config: runbook_base = {raw!r} must be an "
+                                     "http(s) URL of your copy of the alerts page")
+                base = raw
+                continue
             if key not in DEFAULTS:
                 near = difflib.get_close_matches(key, DEFAULTS, n=1)
                 hint = f"; did you mean {near[0]}?" if near else \
@@ -258,8 +298,11 @@ class AlertConfig:
                                  ">= 0")
             if not math.isfinite(raw):  # `>= inf` / `>= nan` never fires
                 raise UsageError(f"alerts config: {key} = {raw} is not a finite number")
+            if key in SHARES and raw > 1:
+                raise UsageError(f"alerts config: {key} = {raw} is a share of 1 and can never "
+                                 f"be reached; write {raw / 100:g} for {raw:g} %")
             values[key] = float(raw)
-        return cls(values, source)
+        return cls(values, source, base)
 
 
 def load_config(path: Path | None = None, start: Path | None = None) -> AlertConfig:
@@ -322,5 +365,31 @@ def prometheus_rules(config: AlertConfig | None = None,
                 f"          summary: {_q(rule.summary)}",
                 f"          description: {_q(rule.description)}",
                 f"          runbook: {_q(f'Run: {rule.run}. See {RUNBOOK}.')}",
+                f"          runbook_url: {_q(cfg.runbook_url(rule))}",
             ]
+    return "\n".join(lines) + "\n"
+
+
+def runbook_markdown(config: AlertConfig | None = None, rules: Iterable[Rule] = RULES) -> str:
+    """The alerts page each rule's ``runbook_url`` points at: one section per alert (its
+    heading is the anchor), with what it means, when it fires and what to run first."""
+    cfg = config or AlertConfig()
+    lines = ["# Alerts: what each one means and what to do",
+             "",
+             "`pgsteady alerts` prints these rules for Prometheus; every alert's `runbook_url` "
+             "points at its section here. Thresholds and `for` durations below are the "
+             "defaults (`[tool.pgsteady.alerts]` or `--config` change them). Every rule keeps "
+             "the `instance` and `job` labels, so a page names the exporter (and so the "
+             "database) that fired.",
+             ""]
+    for rule in rules:
+        threshold = "" if rule.kind == "absent" else \
+            f" {rule.op} `{_number(cfg.threshold(rule))}` (`{rule.key}`)"
+        lines += [f"## {rule.alert}", "",
+                  f"**{rule.severity}** · `{rule.expr(cfg.threshold(rule))}` for "
+                  f"`{prom_duration(cfg.for_seconds(rule))}` (`{rule.key}_for`)"
+                  + ("" if not threshold else f" · fires at{threshold}"), "",
+                  rule.description, "",
+                  f"First: `{rule.run}`.", ""]
+    lines.append("<!-- generated by `pgsteady alerts --format markdown`; do not edit -->")
     return "\n".join(lines) + "\n"

@@ -106,12 +106,15 @@ class Evaluator:
         groups: dict[Labels, list[float]] = {}
         for labels, value in series:
             as_dict = dict(labels)
-            key = tuple((name, as_dict.get(name, "")) for name in rule.by)
+            # A label a series lacks is left out, as PromQL's `by` leaves it out.
+            key = tuple((name, as_dict[name]) for name in rule.by if name in as_dict)
             groups.setdefault(key, []).append(value)
         return groups
 
     def _values(self, rule: Rule, values: Values, now: float) -> dict[Labels, float] | None:
         series = values.get(rule.metric)
+        if rule.kind == "absent":  # fires (value 1) while no series of the metric exists
+            return {} if series else {(): 1.0}
         if series is None:
             return None
         if rule.kind in ("per_minute", "increase"):
