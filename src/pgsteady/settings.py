@@ -5,6 +5,7 @@ A DSN may carry a password; anything pgsteady prints or logs goes through :func:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -169,6 +170,21 @@ def connect_timeout_kwargs(dsn: str, default: int) -> dict[str, Any]:
     except psycopg.ProgrammingError:
         given = False   # psycopg.connect names the bad DSN itself
     return {} if given else {"connect_timeout": default}
+
+
+def bounded_connect_timeout(dsn: str, budget: float) -> int:
+    """The ``connect_timeout`` to pass for a connection that must not take more than
+    ``budget`` seconds: the user's own (DSN key or URL query, else ``PGCONNECT_TIMEOUT``) when
+    shorter, else the budget; at least 2, as libpq reads anything less as 2."""
+    user: str | None = None
+    with contextlib.suppress(psycopg.ProgrammingError):  # psycopg.connect names a bad DSN
+        user = str(conninfo_to_dict(dsn).get("connect_timeout") or "") or None
+    user = user or os.environ.get("PGCONNECT_TIMEOUT", "").strip() or None
+    limit = math.ceil(budget)
+    with contextlib.suppress(ValueError):  # libpq rejects a malformed one with its own message
+        if user is not None and 0 < int(user) < limit:
+            limit = int(user)
+    return max(2, limit)
 
 
 def refuse_admin_console(conn: Any, flag: str = "--dsn") -> None:

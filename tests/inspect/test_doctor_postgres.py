@@ -139,6 +139,27 @@ def test_unreachable_server_exit_3_one_line_no_password():
         assert re.search(r"cannot connect to (PostgreSQL|PgBouncer)", out.stderr)
 
 
+def test_a_server_that_never_answers_takes_the_users_connect_timeout(pgsteady_proxy,
+                                                                      monkeypatch):
+    """doctor, doctor --pgbouncer and blockers against a port that accepts and then says
+    nothing give up after the DSN's connect_timeout (2 s) or PGCONNECT_TIMEOUT, not their own
+    10 s budget: exit 3, one line."""
+    pgsteady_proxy.blackhole(True)
+    silent = f"host=127.0.0.1 port={pgsteady_proxy.port} dbname=x user=u"
+    runs = [(["doctor", "--dsn", f"{silent} connect_timeout=2"], {}),
+            (["doctor", "--pgbouncer", f"{silent} connect_timeout=2"], {}),
+            (["blockers", "--dsn", f"{silent} connect_timeout=2"], {}),
+            (["doctor", "--dsn", silent], {"PGCONNECT_TIMEOUT": "2"})]
+    for argv, env in runs:
+        start = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "pgsteady", *argv], capture_output=True,
+                             text=True, timeout=60, check=False, env={**os.environ, **env})
+        took = time.monotonic() - start
+        assert out.returncode == 3, (argv, out.stderr)
+        assert out.stderr.count("\n") == 1, out.stderr
+        assert took < 7, (argv, took)  # 2 s and a Python start, not the 10 s default
+
+
 def test_misdirected_dsns_exit_2(pgsteady_stack, pgsteady_database, capsys):
     """A PostgreSQL DSN given as --pgbouncer, or PgBouncer's admin console as --dsn: one line
     naming the mistake, exit 2 (the lab's own DSNs: a password here could fail its auth)."""

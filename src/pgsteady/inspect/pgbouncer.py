@@ -29,7 +29,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgsteady.errors import CannotConnect, UsageError
-from pgsteady.settings import redact, scrub
+from pgsteady.settings import bounded_connect_timeout, redact, scrub
 
 NOT_READY = "client disconnect while server was not ready"
 CANCEL_IDLE = "cancel request for idle client"
@@ -43,7 +43,8 @@ _LINE = re.compile(
 
 def admin(dsn: str, command: str) -> list[dict[str, Any]]:
     """Run one admin-console command (``SHOW POOLS``, ``RELOAD``...) and return dict rows."""
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=5) as conn:
+    with psycopg.connect(dsn, autocommit=True,
+                         connect_timeout=bounded_connect_timeout(dsn, 5)) as conn:
         cur = psycopg.ClientCursor(conn, row_factory=dict_row)  # the console speaks simple query
         cur.execute(command)
         return cur.fetchall() if cur.description else []
@@ -221,7 +222,8 @@ def connect_admin(dsn: str, *, timeout: float = 5.0) -> psycopg.Connection[Any]:
     """A connection to PgBouncer's admin console; CannotConnect, or UsageError naming the
     mistake when ``dsn`` leads to PostgreSQL (or a pooled database) instead."""
     try:
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=max(2, math.ceil(timeout)))
+        conn = psycopg.connect(dsn, autocommit=True,
+                               connect_timeout=bounded_connect_timeout(dsn, timeout))
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CannotConnect(f"cannot connect to PgBouncer's admin console at "

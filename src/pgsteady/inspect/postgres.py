@@ -11,7 +11,6 @@ deadline, and reads no size function that would lock a relation (see :mod:`.quer
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,7 +22,7 @@ from psycopg.rows import dict_row
 
 from pgsteady.errors import CannotConnect, PgsteadyError, UsageError
 from pgsteady.inspect import queries
-from pgsteady.settings import default_label, pg_interval, redact, scrub
+from pgsteady.settings import bounded_connect_timeout, default_label, pg_interval, redact, scrub
 
 log = logging.getLogger("pgsteady.inspect")
 
@@ -388,7 +387,7 @@ def connect(dsn: str, *, deadline: float, application_name: str | None = None,
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit, prepare_threshold=None,
                                application_name=application_name or doctor_label(),
-                               connect_timeout=max(2, math.ceil(left)))
+                               connect_timeout=bounded_connect_timeout(dsn, left))
     except psycopg.OperationalError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CannotConnect(f"cannot connect to PostgreSQL at {redact(dsn) or 'the default'}: "
