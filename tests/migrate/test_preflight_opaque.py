@@ -138,7 +138,9 @@ def test_migrate_preflight_refuses_a_blocked_do(db, orgs_dir, pgsteady_lock_hold
     holder = pgsteady_lock_holder(db, "orgs", select=True, application_name="reader")
     with pytest.raises(MigrationBlocked) as err:
         apply.migrate(db, source.load_dir(orgs_dir), FAST)
-    assert f"pid {holder.pid} 'reader'" in str(err.value)
+    message = str(err.value)
+    assert message.startswith("preflight: 1 session(s) would block")  # before any try
+    assert f"pid {holder.pid} 'reader'" in message
 
 
 @pytest.mark.parametrize(("expression", "table"), [
