@@ -66,7 +66,7 @@ def test_preflight_ok_and_json(tmp_path, db, orgs_dir):
     result = run_cli("preflight", "--dsn", db, "--dir", str(orgs_dir), "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data == {"schema_version": 1, "ok": True, "blockers": [], "pending": [
+    assert data == {"schema_version": 1, "ok": True, "blockers": [], "unknown": [], "pending": [
         {"version": 2, "name": "add_flag", "file": str(orgs_dir / "0002_add_flag.sql")},
         {"version": 3, "name": "index", "file": str(orgs_dir / "0003_index.sql")}]}
 

@@ -10,6 +10,11 @@ has passed instead of being ignored. Each blocking session is listed once: its s
 conflicting lock, on the table rather than on one of its indexes. ``CREATE INDEX
 CONCURRENTLY`` also waits for every old snapshot in the database, so those sessions count
 too. The same lookup names the likely blocker after a try that ran into ``lock_timeout``.
+
+A statement whose text does not show its locks (``DO``, ``CALL``: :mod:`~pgsteady.migrate.
+opaque`) is read as far as it can be (a ``DO`` block's static SQL and literal ``EXECUTE``
+strings are checked like any statement); what stays out of sight is listed in
+:attr:`Report.unknown`, so ``pgsteady preflight`` does not say ok for it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pgsteady.settings import scrub
 from pgsteady.sqltext import shorten
 
 if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
+    from pgsteady.migrate import opaque
     from pgsteady.migrate.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
@@ -118,16 +124,45 @@ class Blocker:
         }
 
 
+@dataclass(frozen=True)
+class Unknown:
+    """A pending statement whose locks preflight cannot know, and why."""
+
+    file: str
+    line: int
+    kind: str
+    why: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def describe(self) -> str:
+        return f"{self.where} {self.kind}: {self.why}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "kind": self.kind, "why": self.why}
+
+
 @dataclass
 class Report:
-    """What preflight found: the pending migrations and who is in their way."""
+    """What preflight found: the pending migrations, who is in their way, and the
+    statements whose locks it cannot know."""
 
     pending: list[Migration]
     blockers: list[Blocker] = field(default_factory=list)
+    unknown: list[Unknown] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        """No session found in the way. ``migrate`` asks only this: its lock_timeout stops
+        it at a lock preflight could not foresee; ``pgsteady preflight`` asks :attr:`clear`."""
         return not self.blockers
+
+    @property
+    def clear(self) -> bool:
+        """No session in the way, and every pending statement's locks known."""
+        return self.ok and not self.unknown
 
     def summary(self) -> str:
         """One line for an error message: every blocking session, and what to do."""
@@ -159,6 +194,40 @@ def _session(row: dict[str, Any]) -> Session:
     return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
                    row["state"], row["xact_age"], row["query_age"],
                    shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
+
+
+def _readings(migration: Migration) -> dict[int, tuple[StatementInfo, opaque.Reading]]:
+    """By position in the migration: each statement whose locks the oracle's targets would
+    not show (loading analysed those already, so plain statements stay unparsed here)."""
+    from pgsteady.migrate import opaque  # noqa: PLC0415 - only when needed
+
+    return {i: (part.info, opaque.read(part.info)) for i, part in enumerate(migration.parts)
+            if part.info is not None and opaque.needs_reading(part.info)}
+
+
+def _unknown(conn: psycopg.Connection[Any], migration: Migration,
+             readings: Iterable[tuple[StatementInfo, opaque.Reading]]) -> list[Unknown]:
+    """Why some of the migration's locks are unknown: each reason, and each function called
+    that is not PostgreSQL's own (its body could lock anything)."""
+    file = str(migration.path)
+    out: list[Unknown] = []
+    calls: list[tuple[str, int, str]] = []
+    for statement, reading in readings:
+        out += [Unknown(file, line, statement.kind, why) for line, why in reading.unknown]
+        calls += [(statement.kind, line, name) for line, name in reading.calls]
+    builtin: set[str] = set()
+    if calls:
+        names = sorted({name.removeprefix("pg_catalog.") for _, _, name in calls})
+        rows = conn.execute(queries.BUILTIN_FUNCTIONS, {"names": names}).fetchall()
+        builtin = {str(row[0]) for row in rows}
+    for kind, line, name in dict.fromkeys(calls):
+        # An unqualified name finds pg_catalog's function first; a qualified one its schema's.
+        own = name.removeprefix("pg_catalog.") in builtin and \
+            ("." not in name or name.startswith("pg_catalog."))
+        if not own:
+            out.append(Unknown(file, line, kind,
+                               f"calls {name}(), whose body preflight does not read"))
+    return sorted(out, key=lambda u: u.line)
 
 
 def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
@@ -264,9 +333,18 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
     """Preflight the pending migrations; the report names every session in their way."""
     report = Report(list(pending))
     needs: list[Need] = []
+    readings = [_readings(m) for m in pending]
+    for migration, read in zip(pending, readings, strict=True):
+        # From the text alone: unknown whether or not anyone holds a lock right now.
+        report.unknown += _unknown(conn, migration, read.values())
     if _anyone_locks(conn):  # else nobody can be in the way: no need to analyse or resolve
-        known = lookup(conn, [s for m in pending for s in m.statements])
-        needs = [need for m in pending for need in resolve(conn, m, m.statements, known=known)]
+        # A DO block's statements stand in its place; what is unknown adds no need.
+        readable = [(m, [s for i, statement in enumerate(m.statements)
+                         for s in (read[i][1].statements if i in read else [statement])])
+                    for m, read in zip(pending, readings, strict=True)]
+        known = lookup(conn, [s for _, statements in readable for s in statements])
+        needs = [need for m, statements in readable
+                 for need in resolve(conn, m, statements, known=known)]
     blockers, young_for = _lockers(conn, needs, min_age=min_age)
     if young_for > 0:
         # Young active queries are not ignored: if they still hold a conflicting lock once
@@ -289,4 +367,6 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
                     statement.kind)))
     for blocker in report.blockers:
         log.info("preflight: %s", blocker.describe())
+    for unknown in report.unknown:
+        log.info("preflight cannot know the locks of %s", unknown.describe())
     return report

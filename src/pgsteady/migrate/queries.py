@@ -472,3 +472,9 @@ JOIN pg_class c ON c.oid = to_regclass(w.name)
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indexrelid = c.oid
 """
+
+# Which of the named functions are PostgreSQL's own (an unqualified name finds pg_catalog's
+# first): they lock no table of the application's; any other function's body is unknown.
+BUILTIN_FUNCTIONS = ("SELECT DISTINCT proname FROM pg_catalog.pg_proc "
+                     "WHERE pronamespace = 'pg_catalog'::regnamespace "
+                     "AND proname = ANY(%(names)s)")
