@@ -315,6 +315,13 @@ def will_commit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) ->
     return conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
 
 
+def check_committed(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """After a transaction block: psycopg leaves it without a word when the connection is
+    already lost (``fn`` caught the error and returned), so nothing committed; say so."""
+    if conn.closed:
+        raise psycopg.OperationalError("COMMIT was not sent: the connection is lost")
+
+
 def no_connection_error(exc: BaseException, waited: float) -> BaseException:
     wrapped = CannotConnect(f"no connection to the database within {waited:.1f} s: "
                             f"{describe(exc) if str(exc) else ''}")

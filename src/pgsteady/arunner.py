@@ -158,6 +158,7 @@ class AsyncDatabase:
                     await conn.execute(*local)
                 result = await fn(conn)
                 job.commit_sent = _core.will_commit(conn)  # leaving the block sends COMMIT
+            _core.check_committed(conn)
             return result
 
         result: T = await self._call(work, deadline)

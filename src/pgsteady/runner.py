@@ -213,6 +213,7 @@ class Database:
                     conn.execute(*local)
                 result = fn(conn)
                 job.commit_sent = _core.will_commit(conn)  # leaving the block sends COMMIT
+            _core.check_committed(conn)
             return result
 
         result: T = self._call(work, deadline)

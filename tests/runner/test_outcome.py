@@ -7,6 +7,7 @@ until pg_stat_activity shows the job's backend at the step under test, not for a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -144,6 +145,39 @@ def test_a_transaction_cut_before_commit_is_a_plain_failure(make_db, setup):
     assert db.stats().outcome_unknown == 0
     _transaction(db, "insert into t (id) values (1)")
     assert _rows_once_settled(direct) == 1
+
+
+def test_a_commit_never_sent_on_a_dead_connection_is_a_plain_failure(make_db, setup):
+    """If ``fn`` swallows its connection's failure and returns, no COMMIT can be sent: the
+    job fails as QueryFailed, not OutcomeUnknown, and nothing was written."""
+    direct, proxied, proxy = setup
+    db = make_db(proxied, pool_size=1)
+    db.wait(10)
+
+    def body(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("insert into t (id) values (1)")
+        proxy.reset()
+        for _ in range(500):  # the reset happens on the proxy's loop, a moment later
+            try:
+                conn.execute("select 1")
+            except psycopg.OperationalError:
+                return
+            time.sleep(0.01)
+
+    async def abody(conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.execute("insert into t (id) values (1)")
+        proxy.reset()
+        for _ in range(500):
+            try:
+                await conn.execute("select 1")
+            except psycopg.OperationalError:
+                return
+            await asyncio.sleep(0.01)
+
+    with pytest.raises(QueryFailed) as info:
+        db.run(abody if hasattr(db, "adb") else body, deadline=10)
+    assert not isinstance(info.value, OutcomeUnknown)
+    assert _rows_once_settled(direct) == 0
 
 
 def test_a_write_abandoned_at_its_deadline_then_cut_off_is_counted_and_logged(
