@@ -15,6 +15,10 @@ A job's life::
 The point of no return is the step to RUNNING, taken only with a connection in hand and the
 caller still waiting. After it, the query runs to completion on its connection even if the
 caller leaves: a deadline ends a wait, never a query, and never closes a connection.
+
+If the connection breaks under a RUNNING job, what the job had sent decides the error: before
+a statement that commits on its own (autocommit) or a COMMIT was sent, PostgreSQL rolled it
+back (``QueryFailed``, safe to retry); after, it may have committed (``OutcomeUnknown``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pgsteady.errors import (
     CannotConnect,
     DatabaseClosed,
     DeadlineExceeded,
+    OutcomeUnknown,
     Overloaded,
     Phase,
     QueryFailed,
@@ -82,7 +87,7 @@ class State(enum.IntEnum):
 class Job:
     """One unit of work and its caller's deadline (absolute, ``time.monotonic()``)."""
 
-    work: Callable[[Any], Any]
+    work: Callable[[Any, Job], Any]  # work(conn, job)
     budget: float | None
     submitted: float
     deadline: float | None
@@ -91,6 +96,9 @@ class Job:
     result: Any = None
     error: BaseException | None = None
     waker: Any = None  # the shell's completion signal: a Lock (threads) or a Future (asyncio)
+    commit_sent: bool = False
+    """Set by the work just before it sends a statement that commits on its own or a COMMIT:
+    from then on, a broken connection leaves the outcome unknown."""
 
     def remaining(self, now: float) -> float | None:
         return None if self.deadline is None else self.deadline - now
@@ -99,7 +107,9 @@ class Job:
 @dataclass(frozen=True)
 class DatabaseStats:
     """A snapshot of a Database. After all jobs have ended, ``accepted`` equals
-    ``answered + dropped_before_start + abandoned_completions + failed``."""
+    ``answered + dropped_before_start + abandoned_completions + failed``. ``outcome_unknown``
+    counts the failed jobs that may have been applied (``OutcomeUnknown``), including those
+    whose caller had already left with ``DeadlineExceeded`` (each of those is also logged)."""
 
     pool_size: int
     connections_in_use: int
@@ -115,6 +125,7 @@ class DatabaseStats:
     overloaded: int
     failed: int
     closed: bool = False
+    outcome_unknown: int = 0
 
     @property
     def deadline_exceeded(self) -> int:
@@ -147,6 +158,7 @@ class Core:
     abandoned_completions: int = 0
     overloaded: int = 0
     failed: int = 0
+    outcome_unknown: int = 0
 
     def admit(self, job: Job) -> None:
         """Queue ``job`` or refuse it at once: the backlog never grows past ``max_waiting``."""
@@ -211,6 +223,12 @@ class Core:
         job.result, job.error = result, error
         if error is not None:
             self.failed += 1
+            if isinstance(error, OutcomeUnknown):
+                self.outcome_unknown += 1
+                if job.abandoned:  # its caller left at the deadline and will never hear of it
+                    log.warning("a job whose caller gave up at its deadline lost its "
+                                "connection after its statement or COMMIT was sent; it may "
+                                "have been applied: %s", describe(error.__cause__ or error))
         elif job.abandoned:
             self.abandoned_completions += 1
         else:
@@ -256,7 +274,7 @@ class Core:
             deadline_exceeded_running=self.exceeded["running"],
             dropped_before_start=self.dropped_before_start,
             abandoned_completions=self.abandoned_completions, overloaded=self.overloaded,
-            failed=self.failed, closed=self.closed,
+            failed=self.failed, closed=self.closed, outcome_unknown=self.outcome_unknown,
         )
 
 
@@ -264,18 +282,44 @@ class Core:
 _CONNECTION_FAILURE_CLASSES = ("08", "57P")
 
 
-def wrap_error(exc: BaseException) -> BaseException:
+def wrap_error(exc: BaseException, job: Job, broken: bool) -> BaseException:
     """The error a caller sees: the statement's own errors unchanged (a unique violation, a
     wrong placeholder count, a statement_timeout are the caller's business); a failed
-    connection as :class:`QueryFailed` with the driver's exception as ``__cause__``."""
+    connection as :class:`QueryFailed`, or :class:`OutcomeUnknown` if it broke (``broken``:
+    the connection is closed now) after ``job`` sent something that commits. The driver's
+    exception is ``__cause__``."""
     if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate and not sqlstate.startswith(_CONNECTION_FAILURE_CLASSES):
         return exc
-    wrapped = QueryFailed(f"the connection failed during the job: {describe(exc)}")
+    wrapped: QueryFailed
+    if broken and job.commit_sent:
+        wrapped = OutcomeUnknown(
+            f"the connection was lost after the statement (or COMMIT) was sent and before its "
+            f"result arrived: it may have been applied; check before retrying a write, or make "
+            f"the write idempotent: {describe(exc)}")
+    elif broken:  # PostgreSQL rolls back the open transaction of a session that ends
+        wrapped = QueryFailed(f"the connection was lost before the job's statement or COMMIT "
+                              f"was sent, so nothing of it was applied; safe to retry: "
+                              f"{describe(exc)}")
+    else:  # the server answered with the error: the statement failed, nothing committed
+        wrapped = QueryFailed(f"the connection failed during the job: {describe(exc)}")
     wrapped.__cause__ = exc
     return wrapped
+
+
+def will_commit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether ending ``conn``'s transaction block now sends a COMMIT that can commit: not if
+    the connection is gone (nothing is sent) or the transaction failed (it only rolls back)."""
+    return conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+
+
+def check_committed(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """After a transaction block: psycopg leaves it without a word when the connection is
+    already lost (``fn`` caught the error and returned), so nothing committed; say so."""
+    if conn.closed:
+        raise psycopg.OperationalError("COMMIT was not sent: the connection is lost")
 
 
 def no_connection_error(exc: BaseException, waited: float) -> BaseException:

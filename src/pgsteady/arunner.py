@@ -30,7 +30,7 @@ log = logging.getLogger("pgsteady.runner")
 
 
 T = TypeVar("T")
-AsyncWork = Callable[[psycopg.AsyncConnection[Any]], Awaitable[Any]]
+AsyncWork = Callable[[psycopg.AsyncConnection[Any], Job], Awaitable[Any]]
 
 
 async def _one(cur: psycopg.AsyncCursor[Any]) -> Any:
@@ -152,11 +152,14 @@ class AsyncDatabase:
         """Run ``await fn(conn)`` in one transaction on a worker; see ``Database.run``."""
         local = self._set_query if self.settings.pooler == "transaction" else None
 
-        async def work(conn: psycopg.AsyncConnection[Any]) -> T:
+        async def work(conn: psycopg.AsyncConnection[Any], job: Job) -> T:
             async with conn.transaction():
                 if local is not None:
                     await conn.execute(*local)
-                return await fn(conn)
+                result = await fn(conn)
+                job.commit_sent = _core.will_commit(conn)  # leaving the block sends COMMIT
+            _core.check_committed(conn)
+            return result
 
         result: T = await self._call(work, deadline)
         return result
@@ -170,14 +173,16 @@ class AsyncDatabase:
                    fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
         _core.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
-            async def plain(conn: psycopg.AsyncConnection[Any]) -> Any:
+            async def plain(conn: psycopg.AsyncConnection[Any], job: Job) -> Any:
+                job.commit_sent = not conn.closed  # autocommit: the statement commits itself
                 return await fetch(await conn.execute(query, params))  # type: ignore[arg-type]
             return plain
         prefixed = sql.Composed([sql.SQL(self._prefix), sql.SQL(query) if isinstance(query, str)
                                  else query])
 
-        async def local(conn: psycopg.AsyncConnection[Any]) -> Any:
+        async def local(conn: psycopg.AsyncConnection[Any], job: Job) -> Any:
             cur = psycopg.AsyncClientCursor(conn)
+            job.commit_sent = not conn.closed  # one implicit transaction, committed at its end
             try:
                 await cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
@@ -304,9 +309,9 @@ class AsyncDatabase:
             return
         result, error = None, None
         try:
-            result = await job.work(conn)
+            result = await job.work(conn, job)
         except BaseException as exc:  # recorded for the caller; a worker must not die silently
-            error = _core.wrap_error(exc)
+            error = _core.wrap_error(exc, job, broken=conn.closed)
             if not isinstance(exc, Exception):
                 raise
         finally:

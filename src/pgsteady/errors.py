@@ -9,10 +9,14 @@ do), so an ``except psycopg.OperationalError`` a service already has keeps worki
     ├── LabError               the embedded cluster or a lab run could not do its job
     ├── DeadlineExceeded       the caller's deadline passed             (+ OperationalError)
     │                          .phase says where the time went: "queued", "connecting"
-    │                          or "running"; .budget and .spent in seconds
+    │                          (nothing was sent) or "running" (not cancelled: it may
+    │                          still commit); .budget and .spent in seconds
     ├── Overloaded             the backlog is full; failed fast         (+ OperationalError)
     ├── DatabaseClosed         the Database was closed                  (+ OperationalError)
-    ├── QueryFailed            the server or the driver failed the job  (+ OperationalError)
+    ├── QueryFailed            the connection failed under the job      (+ OperationalError)
+    │   │                      nothing of it was applied: safe to retry
+    │   └── OutcomeUnknown     ...after its statement or COMMIT was sent: it may have been
+    │                          applied (SQLSTATE 08007, + TransactionResolutionUnknown)
     ├── MigrationError         a migration was refused or failed; nothing half-applied
     │   ├── MigrationBlocked   preflight found sessions that would block it
     │   └── BadMigration       a migration file is malformed (file:line)
@@ -71,14 +75,18 @@ Phase = Literal["queued", "connecting", "running"]
 
 
 class DeadlineExceeded(PgsteadyError, psycopg.OperationalError):
-    """The caller's deadline passed; the query (if it started) still runs to completion."""
+    """The caller's deadline passed. Phases "queued" and "connecting": nothing was sent, so a
+    retry is safe. "running": the job is not cancelled and may still commit; its outcome
+    (including a connection lost under it) goes to ``stats()`` and the ``pgsteady.runner``
+    log, since the caller has left."""
 
     def __init__(self, phase: Phase, budget: float, spent: float) -> None:
         self.phase: Phase = phase
         self.budget = budget
         self.spent = spent
         where = {"queued": "queued in pgsteady", "connecting": "waiting for a connection",
-                 "running": "running on the server (it will run to completion)"}[phase]
+                 "running": "running on the server; it is not cancelled and may still commit "
+                            "(its outcome goes to stats() and the log)"}[phase]
         super().__init__(
             f"deadline of {budget * 1000:.0f} ms exceeded after {spent * 1000:.0f} ms; "
             f"the job was {where}"
@@ -101,7 +109,18 @@ class DatabaseClosed(PgsteadyError, psycopg.OperationalError):
 
 
 class QueryFailed(PgsteadyError, psycopg.OperationalError):
-    """The job failed on the server or in the driver; the driver's error is ``__cause__``."""
+    """The connection failed under the job before anything of it could commit (a statement
+    not sent, or a transaction whose COMMIT was not): it was not applied and a retry is safe.
+    The driver's error is ``__cause__``. See :class:`OutcomeUnknown` for the other case."""
+
+
+class OutcomeUnknown(QueryFailed, psycopg.errors.TransactionResolutionUnknown):
+    """The connection broke after a statement that commits on its own (autocommit) or a
+    COMMIT was sent, and before its result arrived: it may have been applied.
+
+    PostgreSQL commits such a statement even if the client is gone, so a caller retrying
+    every :class:`QueryFailed` would write twice. ``sqlstate`` is ``"08007"``
+    (transaction_resolution_unknown), and ``except QueryFailed`` still catches it."""
 
 
 class MigrationError(PgsteadyError):

@@ -201,15 +201,20 @@ class Database:
         """Run ``fn(conn)`` in one transaction on a worker; return what it returns.
 
         If the deadline passes, ``fn`` still runs to its end and commits (or rolls back on an
-        exception); only the caller stops waiting.
+        exception); only the caller stops waiting. If the connection breaks, the error says
+        whether COMMIT had been sent: before, ``QueryFailed`` (rolled back, safe to retry);
+        during, ``OutcomeUnknown`` (it may have committed).
         """
         local = self._set_query if self.settings.pooler == "transaction" else None
 
-        def work(conn: psycopg.Connection[Any]) -> T:
+        def work(conn: psycopg.Connection[Any], job: Job) -> T:
             with conn.transaction():
                 if local is not None:
                     conn.execute(*local)
-                return fn(conn)
+                result = fn(conn)
+                job.commit_sent = _core.will_commit(conn)  # leaving the block sends COMMIT
+            _core.check_committed(conn)
+            return result
 
         result: T = self._call(work, deadline)
         return result
@@ -221,15 +226,19 @@ class Database:
     # -- moving jobs -------------------------------------------------------------------------
 
     def _statement(self, query: Query, params: Params | None,
-                   fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any], Any]:
+                   fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any, Job], Any]:
         _core.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
-            return lambda conn: fetch(conn.execute(query, params))
+            def plain(conn: psycopg.Connection[Any], job: Job) -> Any:
+                job.commit_sent = not conn.closed  # autocommit: the statement commits itself
+                return fetch(conn.execute(query, params))  # type: ignore[arg-type]
+            return plain
         prefixed = sql.Composed([sql.SQL(self._prefix), sql.SQL(query) if isinstance(query, str)
                                  else query])
 
-        def work(conn: psycopg.Connection[Any]) -> Any:
+        def work(conn: psycopg.Connection[Any], job: Job) -> Any:
             cur = psycopg.ClientCursor(conn)
+            job.commit_sent = not conn.closed  # one implicit transaction, committed at its end
             try:
                 cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
@@ -239,13 +248,13 @@ class Database:
 
         return work
 
-    def _call(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
+    def _call(self, work: Callable[[Any, Job], Any], deadline: Duration) -> Any:
         if self.breaker is None:
             return self._unguarded(work, deadline)
         return self.breaker.guard(lambda: self._unguarded(work, deadline),
                                   _core.breaker_verdict)
 
-    def _unguarded(self, work: Callable[[Any], Any], deadline: Duration) -> Any:
+    def _unguarded(self, work: Callable[[Any, Job], Any], deadline: Duration) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)
@@ -341,9 +350,9 @@ class Database:
             return
         result, error = None, None
         try:
-            result = job.work(conn)
+            result = job.work(conn, job)
         except BaseException as exc:  # recorded for the caller; a worker must not die silently
-            error = _core.wrap_error(exc)
+            error = _core.wrap_error(exc, job, broken=conn.closed)
             if not isinstance(exc, Exception):
                 raise
         finally:

@@ -40,6 +40,10 @@ class AsyncAsSync:
     def execute(self, *args: Any, **kwargs: Any) -> Any:
         return self._do(self.adb.execute(*args, **kwargs))
 
+    def run(self, fn: Callable[[Any], Any], **kwargs: Any) -> Any:
+        """``AsyncDatabase.run``; ``fn`` is a coroutine function, as that takes."""
+        return self._do(self.adb.run(fn, **kwargs))
+
     def wait(self, timeout: float = 30.0) -> None:
         self._do(self.adb.wait(timeout))
 
