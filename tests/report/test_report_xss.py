@@ -5,13 +5,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import shutil
 from html.parser import HTMLParser
 
+import pytest
 from report_data import PAYLOADS, lock_queue, write, write_hostile_inputs
 
 from pgsteady.report import build_report
+from pgsteady.report.browser import check_page
 from pgsteady.report.page import SCRIPT, STYLE
 from pgsteady.report.safe import KINDS, html_id
+
+needs_chromium = pytest.mark.skipif(
+    not (shutil.which("chromium") and shutil.which("chromedriver")),
+    reason="needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)")
 
 TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h3", "p", "code",
         "a", "small", "nav", "ul", "li", "section", "div", "table", "caption", "thead", "tbody",
@@ -112,3 +119,46 @@ def test_ids_from_names_are_slugs_and_names_that_slug_alike_stay_apart():
     assert all(SAFE_ID.fullmatch(i) and len(i) <= 49 for i in made)
     assert len(set(made)) == len(made)
 
+
+@needs_chromium
+def test_hostile_page_runs_nothing_in_chromium_and_its_policy_is_in_force(tmp_path):
+    """Chromium opens the hostile page with no console error, nothing blocked, no dialog, an
+    injected inline script refused, and the payloads on screen as text."""
+    write_hostile_inputs(tmp_path / "in")
+    page = build_report([str(tmp_path / "in")], tmp_path / "index.html")
+    seen = check_page(page, screenshots=False)
+    assert seen.problems(page.as_uri()) == []
+    assert seen.csp_violations == [] and seen.dialogs == []
+    assert seen.inline_script_blocked is True and "default-src 'none'" in seen.csp
+    assert PAYLOADS[0] in seen.text and PAYLOADS[3] in seen.text
+
+
+@needs_chromium
+def test_the_check_fails_on_anything_the_policy_blocks(tmp_path):
+    """A script, an event handler and a style attribute slipped into a page are each refused
+    by its CSP and each reported as a problem."""
+    page = build_report([str(write(tmp_path / "lq.json", lock_queue()))], tmp_path / "index.html")
+    page.write_text(page.read_text().replace(
+        "<main>", '<main><script>alert(1)</script><img src="data:," onerror="alert(2)">'
+                  '<b style="color:red">x</b>'))
+    seen = check_page(page, screenshots=False)
+    blocked = [p for p in seen.problems(page.as_uri())
+               if p.startswith("Content Security Policy blocked")]
+    assert any("inline script" in p for p in blocked)
+    assert any("inline event handler" in p for p in blocked)
+    assert any("inline style" in p for p in blocked)
+    assert seen.dialogs == []
+
+
+@needs_chromium
+def test_the_check_fails_a_page_whose_policy_lets_script_run(tmp_path):
+    """With 'unsafe-inline' in its policy, an injected handler runs: the check reports the
+    dialog, the loose policy and the probe script that ran, and does not crash."""
+    page = build_report([str(write(tmp_path / "lq.json", lock_queue()))], tmp_path / "index.html")
+    html = re.sub(r"script-src [^;]+;", "script-src 'unsafe-inline';", page.read_text())
+    page.write_text(html.replace("<main>", '<main><img src="x.png" onerror="alert(2)">'))
+    problems = check_page(page, screenshots=False).problems(page.as_uri())
+    assert "the page opened a dialog: alert('2')" in problems
+    assert any("scripts run beyond the page's own by hash: 'unsafe-inline'" in p
+               for p in problems)
+    assert any("Content-Security-Policy is not in force" in p for p in problems)
