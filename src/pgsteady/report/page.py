@@ -15,10 +15,14 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from html import escape
+from typing import TypeVar
 
 from pgsteady._version import __version__
+from pgsteady.errors import UsageError
 from pgsteady.report import model_sections, safe, sections
 from pgsteady.report.inputs import Result
+
+T = TypeVar("T")
 
 STYLE = """
 :root{--fg:#1b1b1b;--muted:#5f6368;--bg:#fff;--line:#d0d4d9;--good:#2e7d32;--good2:#66bb6a;
@@ -122,23 +126,36 @@ RENDERERS: dict[str, Callable[[Result, str], str]] = {
 }
 
 
+def _from_file(result: Result, render: Callable[[Result, str], T], anchor: str) -> T:
+    """``render`` on one file; a value of the wrong type there is the file's fault, not ours."""
+    try:
+        return render(result, anchor)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise UsageError(f"{result.path}: a field holds a value of the wrong kind ({exc}); "
+                         "give files written by `pgsteady lab ... --json` or `pgsteady sim`"
+                         ) from exc
+
+
 def _section(result: Result, anchor: str) -> str:
     return RENDERERS.get(result.scenario, sections.generic)(result, anchor)
 
 
+def _summary_rows(result: Result, anchor: str) -> list[list[str]]:
+    link = f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>'
+    rows = [[link, escape(name), words] for name, words in model_sections.headline(result)]
+    for strategy in sections.strategies(result):
+        counts = sections.verdict_counts(result, strategy)
+        total = sum(counts.values())
+        rows.append([link, escape(strategy),
+                     ", ".join(f"{sections.badge(v)}&nbsp;in {n} of {total} "
+                               f"run{'s' if total != 1 else ''}"
+                               for v, n in counts.most_common())])
+    return rows
+
+
 def _summary(results: list[Result], anchors: list[str]) -> str:
-    rows = []
-    for result, anchor in zip(results, anchors, strict=True):
-        link = f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>'
-        rows += [[link, escape(name), words] for name, words in model_sections.headline(result)]
-        for strategy in sections.strategies(result):
-            counts = sections.verdict_counts(result, strategy)
-            total = sum(counts.values())
-            rows.append([f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>',
-                         escape(strategy),
-                         ", ".join(f"{sections.badge(v)}&nbsp;in {n} of {total} "
-                                   f"run{'s' if total != 1 else ''}"
-                                   for v, n in counts.most_common())])
+    rows = [row for result, anchor in zip(results, anchors, strict=True)
+            for row in _from_file(result, _summary_rows, anchor)]
     return sections.table(["scenario", "strategy", "verdict"], rows,
                           caption="Verdicts per scenario and strategy", numeric_from=3)
 
@@ -158,7 +175,7 @@ def render_page(results: list[Result], generated: dt.datetime | None = None) -> 
     body = "".join(
         f'<section id="{a}"><h2>{escape(sections.title_of(r))}</h2>'
         f'<p class="meta">From <code>{escape(r.path.name)}</code>.</p>'
-        f"{_section(r, a)}</section>"
+        f"{_from_file(r, _section, a)}</section>"
         for r, a in zip(results, anchors, strict=True))
     return f"""<!doctype html>
 <html lang="en">
