@@ -81,3 +81,77 @@ def sim_validate() -> dict[str, Any]:
             "worst_answered_difference": 0.033,
             "bars": {"verdict_agreement": 0.9, "answered_difference": 0.1}, "passed": True,
             "cells": cells}
+
+
+# Markup, script and CSS that must reach the page as text only, wherever a file puts them.
+PAYLOADS = (
+    'x" onload="alert(1)" a="',
+    "x' onmouseover='alert(2)' b='",
+    "</script><script>alert(3)</script>",
+    "<svg onload=alert(4)>",
+    '<img src="data:," onerror="alert(5)">',
+    "javascript:alert(6)",
+    "red;background:url(javascript:alert(7))",
+    "x{color:expression(alert(8))}",
+    "</style><style>*{background:url(http://127.0.0.1:9/x.png)}</style>",
+    "--><!--<![CDATA[ &amp; \u2028",
+)
+
+
+def hostile(index: int) -> str:
+    """One payload, tagged with ``index`` so every field's value is a distinct string."""
+    return f"{PAYLOADS[index % len(PAYLOADS)]}#{index}"
+
+
+def pool_drain(strategies: tuple[str, ...], seconds: int = 6) -> dict[str, Any]:
+    """The shape `pgsteady lab pool-drain --json` writes, small: one run per strategy."""
+    runs = []
+    for number, strategy in enumerate(strategies, 1):
+        rows = [{"t": t, "answered": 500 - 40 * t, "timeouts": 10 * t, "rejected": 1,
+                 "db_completions": 480, "server_connections_opened": t,
+                 "not_ready_closures": t, "cl_waiting": 2, "sv_login": 0}
+                for t in range(seconds)]
+        runs.append({"strategy": strategy, "run": number, "collapsed": number == 1,
+                     "recovered": number != 1, "per_second": rows,
+                     "totals": {"answered": 2400, "timeouts": 150,
+                                "server_connections_opened": 15, "not_ready_closures": 15}})
+    return {"schema_version": 1, "scenario": "pool-drain", "source": "lab",
+            "config": {"pool_size": 4, "workers": 10, "connect_latency": 0.05,
+                       "query_time": 0.005, "deadline": 0.05, "burst_workers": 30,
+                       "burst_start": 1.0, "burst_end": 2.0, "stall": 0.1, "stall_at": 3.0},
+            "ceiling": {"pgbench_tps": 600.0}, "runs": runs}
+
+
+def write_hostile_inputs(folder: Path) -> list[Path]:
+    """Lab and model files with a payload in every string field the page shows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    n = iter(range(1000))
+    drain = pool_drain((hostile(next(n)), hostile(next(n))))
+    drain["config"].update({"pool_size": hostile(next(n)), "workers": hostile(next(n)),
+                            "burst_workers": hostile(next(n)), hostile(next(n)): hostile(next(n)),
+                            "versions": {"postgresql": hostile(next(n)),
+                                         hostile(next(n)): "1"}})
+    drain["machine"] = {"cores": hostile(next(n))}
+    drain["runs"][0]["run"] = hostile(next(n))
+    drain["runs"][0]["totals"]["answered"] = hostile(next(n))
+    queue = lock_queue((hostile(next(n)), hostile(next(n))))
+    queue["runs"][0]["verdict"] = hostile(next(n))
+    queue["runs"][0]["migration"]["tries"] = hostile(next(n))
+    queue["config"].update({hostile(next(n)): [hostile(next(n)), hostile(next(n))],
+                            "versions": {"pgbouncer": hostile(next(n))}})
+    pm = phase_map()
+    pm["x"] = {"knob": hostile(next(n)), "values": [hostile(next(n)), hostile(next(n)), 8]}
+    pm["y"]["knob"] = hostile(next(n))
+    pm["collapse_probability"] = {hostile(next(n)): v
+                                  for v in pm["collapse_probability"].values()}
+    pm["config"][hostile(next(n))] = hostile(next(n))
+    sv = sim_validate()
+    sv["cells"][0].update({"strategy": hostile(next(n)), "pool_size": hostile(next(n))})
+    sv["cells"][0]["lab"]["verdict"] = hostile(next(n))
+    sv["cells"][1]["model"]["answered_per_second_thirds"] = [hostile(next(n))]
+    unknown = {"schema_version": 1, "scenario": hostile(next(n)), "source": "lab",
+               "config": {hostile(next(n)): hostile(next(n))},
+               "runs": [{"strategy": hostile(next(n)), "run": 1, "verdict": hostile(next(n))}]}
+    return [write(folder / "pool-drain.json", drain), write(folder / "lock-queue.json", queue),
+            write(folder / "phase-map.json", pm), write(folder / "validate.json", sv),
+            write(folder / f"{PAYLOADS[0]}{PAYLOADS[3]}.json", unknown)]

@@ -65,8 +65,8 @@ def test_the_check_catches_requests_errors_and_sideways_scroll(tmp_path):
     """A page with an external image and a 900 px block fails the check on all three counts."""
     page = build_report([str(write(tmp_path / "lq.json", lock_queue()))], tmp_path / "index.html")
     page.write_text(page.read_text().replace(
-        "<main>", '<main><img src="http://127.0.0.1:9/x.png" alt=""><div style="width:900px">'
-                  "wide</div>"))
+        "<main>", '<main><img src="http://127.0.0.1:9/x.png" alt="">'
+                  '<svg width="900" height="4"></svg>'))
     problems = check_page(page, screenshots=False).problems(page.as_uri())
     assert any(p.startswith("network request: http://127.0.0.1:9/x.png") for p in problems)
     assert any("Content Security Policy" in p for p in problems)

@@ -33,6 +33,12 @@ def _report(*args: str) -> subprocess.CompletedProcess[str]:
          '"runs" must be a list'),
         ('{"schema_version": 1, "scenario": "x", "runs": [{"per_second": 3}]}',
          'run 1: "per_second" must be a list'),
+        ('{"schema_version": 1, "scenario": "pool-drain", "config": {"burst_workers": 3, '
+         '"burst_start": "soon"}, "runs": [{"strategy": "a", "per_second": [{"t": 0}]}]}',
+         "a field holds a value of the wrong kind (could not convert string to float"),
+        ('{"schema_version": 1, "scenario": "phase-map", "x": {"knob": "pool-size", '
+         '"values": [2]}, "y": {"knob": "workers", "values": [1]}, "runs": 4, '
+         '"collapse_probability": {"naive": [["most"]]}}', "a field holds a value of the wrong"),
     ],
 )
 def test_malformed_or_foreign_json_is_one_line_and_exit_2(tmp_path, content, complaint):
@@ -146,3 +152,14 @@ def test_model_outputs_get_a_phase_map_and_a_validation_table(tmp_path):
     assert "phase-map (model)" in html and "sim-validate (model)" in html
     assert "verdicts agree in 100% of cells" in html and "the model passes" in html
     assert "collapses somewhere in 89% of the map" in html
+
+
+def test_a_lone_surrogate_in_a_name_still_makes_a_page(tmp_path):
+    """JSON may escape half a UTF-16 pair ("\\ud800"); the page shows it as "?" instead of
+    failing to write."""
+    src = tmp_path / "x.json"
+    src.write_text('{"schema_version": 1, "scenario": "x\\ud800", "runs": '
+                   '[{"strategy": "a\\udc00", "verdict": "held"}]}')
+    done = _report(str(src), "--out", str(tmp_path / "index.html"))
+    assert done.returncode == 0, done.stderr
+    assert "x? (lab)" in (tmp_path / "index.html").read_text(encoding="utf-8")

@@ -22,8 +22,10 @@ def register(verbs: Any) -> None:
                         help="where to write the page (default: lab-report/index.html)")
     report.add_argument("--check", action="store_true",
                         help="open the page in headless Chromium: fail (exit 1) on console "
-                             "errors, network requests, empty charts or sideways scroll at "
-                             "390 px; save desktop and phone screenshots next to the page")
+                             "errors, anything its Content-Security-Policy blocks, a weak or "
+                             "missing policy, dialogs, network requests, empty charts or "
+                             "sideways scroll at 390 px; save desktop and phone screenshots "
+                             "next to the page")
     report.set_defaults(run=run)
 
 
@@ -47,5 +49,6 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         return EXIT_FAILURE
     print(f"checked in Chromium: {len(seen.chart_sizes)} charts drawn, no console error, "
-          "no network request, no sideways scroll at 390 px", file=sys.stderr)
+          "only the page's own script ran (Content-Security-Policy in force), no network "
+          "request, no sideways scroll at 390 px", file=sys.stderr)
     return EXIT_OK

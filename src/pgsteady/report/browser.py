@@ -2,7 +2,10 @@
 
 Checks what a page that claims to be self-contained and phone-readable must get right — no
 console errors, no network request besides the file itself, every chart drawn at a real size,
-no sideways scroll at 390 px — and saves a desktop and a phone screenshot next to the page.
+no sideways scroll at 390 px — and that it is safe to open a page built from someone else's
+files: a Content-Security-Policy that runs no inline script but the page's own is in force,
+nothing it blocked (a blocked handler means input leaked into markup), no dialog opened. It
+saves a desktop and a phone screenshot next to the page.
 Selenium drives Debian's ``chromium`` and ``chromium-driver``; nothing is downloaded.
 """
 
@@ -26,6 +29,10 @@ class BrowserCheck:
     """What the browser saw; ``problems`` is empty when the page passes."""
 
     console_errors: list[str] = field(default_factory=list)
+    csp_violations: list[str] = field(default_factory=list)   # what the policy refused
+    dialogs: list[str] = field(default_factory=list)          # alert(), confirm(), prompt()
+    csp: str = ""                                             # the policy the page declares
+    inline_script_blocked: bool | None = None                 # None: not probed (scripts off)
     requests: list[str] = field(default_factory=list)        # every URL the page asked for
     chart_sizes: list[tuple[float, float]] = field(default_factory=list)
     phone_overflow_px: float = 0.0
@@ -35,6 +42,12 @@ class BrowserCheck:
 
     def problems(self, page_url: str) -> list[str]:
         found = [f"console error: {e}" for e in self.console_errors]
+        found += [f"Content Security Policy blocked: {e}" for e in self.csp_violations]
+        found += [f"the page opened a dialog: {d}" for d in self.dialogs]
+        found += _policy_problems(self.csp)
+        if self.inline_script_blocked is False:
+            found.append("an inline script added to the page ran: the Content-Security-Policy "
+                         "is not in force")
         found += [f"network request: {u}" for u in self.requests
                   if u != page_url and not u.startswith("data:")]
         found += [f"chart {i} drawn at {w:.0f}x{h:.0f} px"
@@ -43,6 +56,33 @@ class BrowserCheck:
             found.append(f"the page scrolls sideways by {self.phone_overflow_px:.0f} px at "
                          f"{PHONE_WIDTH} px wide")
         return found
+
+
+def _policy_problems(policy: str) -> list[str]:
+    """What is missing from ``policy`` for a page built from untrusted files."""
+    if not policy:
+        return ["the page has no Content-Security-Policy"]
+    directives = {d.split()[0].lower(): d.split()[1:] for d in policy.split(";") if d.split()}
+    found = []
+    if directives.get("default-src") != ["'none'"]:
+        found.append("the Content-Security-Policy's default-src is not 'none'")
+    script = directives.get("script-src", directives.get("default-src", []))
+    loose = [s for s in script if not (s.startswith("'sha256-") or s == "'none'")]
+    if loose:
+        found.append(f"the Content-Security-Policy lets scripts run beyond the page's own "
+                     f"by hash: {' '.join(loose)}")
+    return found
+
+
+# Run in the page as an inline script the policy does not know: it must be refused.
+_PROBE = """
+var probe = document.createElement('script');
+probe.textContent = 'document.documentElement.dataset.cspProbe = "ran"';
+document.head.appendChild(probe);
+var ran = document.documentElement.dataset.cspProbe === 'ran';
+probe.remove();
+return ran;
+"""
 
 
 def _driver(scripts: bool) -> Any:
@@ -69,6 +109,8 @@ def _driver(scripts: bool) -> Any:
         options.add_experimental_option(
             "prefs", {"profile.managed_default_content_settings.javascript": 2})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    # A dialog is dismissed and read from the log rather than failing the next command.
+    options.set_capability("unhandledPromptBehavior", "dismiss")
     return webdriver.Chrome(service=Service(chromedriver), options=options)
 
 
@@ -108,12 +150,27 @@ def check_page(page: Path, *, screenshots: bool = True, scripts: bool = True) ->
             phone = page.with_name(page.stem + "-phone.png")
             _full_screenshot(driver, PHONE_WIDTH, phone)
             result.screenshots.append(phone)
-        result.console_errors = [entry["message"] for entry in driver.get_log("browser")
-                                 if entry.get("level") == "SEVERE"]
+        for entry in driver.get_log("browser"):
+            if entry.get("level") != "SEVERE":
+                continue
+            # Chromium logs what a Content-Security-Policy refused with source "security".
+            violations = (result.csp_violations if entry.get("source") == "security"
+                          else result.console_errors)
+            violations.append(entry["message"])
         for entry in driver.get_log("performance"):
             message = json.loads(entry["message"])["message"]
             if message.get("method") == "Network.requestWillBeSent":
                 result.requests.append(message["params"]["request"]["url"])
+            elif message.get("method") == "Page.javascriptDialogOpening":
+                params = message["params"]
+                result.dialogs.append(f"{params.get('type')}({params.get('message')!r})")
+        result.csp = " ".join(str(driver.execute_script(
+            "return Array.from(document.querySelectorAll("
+            "'meta[http-equiv=\"Content-Security-Policy\" i]'))"
+            ".map(m => m.content).join('; ')")).split())
+        if scripts:
+            # Last, so the refusal it causes is not counted among the page's own problems.
+            result.inline_script_blocked = not driver.execute_script(_PROBE)
     finally:
         driver.quit()
     return result

@@ -24,7 +24,8 @@ def build_report(paths: list[str], out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        # A lone surrogate ("\ud800" in the JSON) is not text; it shows as "?", not a crash.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
             f.write(html)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)

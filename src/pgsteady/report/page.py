@@ -1,7 +1,9 @@
 """The report page: verdicts up top, one section per result, everything inline.
 
 No external request of any kind (a Content-Security-Policy forbids them, so a regression shows
-up as a console error in the browser test rather than as a silent fetch), readable with
+up as a console error in the browser test rather than as a silent fetch), and no script or
+style but the page's own: the input files are untrusted, so every value from them is escaped
+(``safe``) and the policy allows only the inline script and style below, by hash. Readable with
 scripts off, on a 390 px phone and in print. The one script adds what native SVG ``<title>``
 tooltips cannot: tap or hover a second and its values show under the chart (phones have no
 hover).
@@ -13,13 +15,14 @@ import datetime as dt
 import os
 from collections.abc import Callable
 from html import escape
+from typing import TypeVar
 
 from pgsteady._version import __version__
-from pgsteady.report import model_sections, sections
+from pgsteady.errors import UsageError
+from pgsteady.report import model_sections, safe, sections
 from pgsteady.report.inputs import Result
 
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
-       "img-src data:; base-uri 'none'; form-action 'none'")
+T = TypeVar("T")
 
 STYLE = """
 :root{--fg:#1b1b1b;--muted:#5f6368;--bg:#fff;--line:#d0d4d9;--good:#2e7d32;--good2:#66bb6a;
@@ -58,7 +61,6 @@ svg text{fill:var(--fg);font:11px system-ui,sans-serif}svg .axis{font-size:12px}
 rect.good,.key.good{fill:var(--good);background:var(--good)}
 rect.good2,.key.good2{fill:var(--good2);background:var(--good2)}
 rect.good3,.key.good3{fill:var(--good3);background:var(--good3)}
-rect.bad-hatch{fill:var(--bad)}
 .key.bad-hatch{background:repeating-linear-gradient(45deg,var(--bad) 0 3px,transparent 3px 6px);
 border:1px solid var(--bad)}
 .hatch{stroke:var(--bad);stroke-width:4}
@@ -113,6 +115,9 @@ document.querySelectorAll('figure').forEach(function (fig) {
 """
 
 
+# After STYLE and SCRIPT: the hashes are of their exact text, as it appears in the page.
+CSP = safe.content_security_policy(scripts=(SCRIPT,), styles=(STYLE,))
+
 RENDERERS: dict[str, Callable[[Result, str], str]] = {
     "pool-drain": sections.pool_drain,
     "lock-queue": sections.lock_queue,
@@ -121,23 +126,36 @@ RENDERERS: dict[str, Callable[[Result, str], str]] = {
 }
 
 
+def _from_file(result: Result, render: Callable[[Result, str], T], anchor: str) -> T:
+    """``render`` on one file; a value of the wrong type there is the file's fault, not ours."""
+    try:
+        return render(result, anchor)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise UsageError(f"{result.path}: a field holds a value of the wrong kind ({exc}); "
+                         "give files written by `pgsteady lab ... --json` or `pgsteady sim`"
+                         ) from exc
+
+
 def _section(result: Result, anchor: str) -> str:
     return RENDERERS.get(result.scenario, sections.generic)(result, anchor)
 
 
+def _summary_rows(result: Result, anchor: str) -> list[list[str]]:
+    link = f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>'
+    rows = [[link, escape(name), words] for name, words in model_sections.headline(result)]
+    for strategy in sections.strategies(result):
+        counts = sections.verdict_counts(result, strategy)
+        total = sum(counts.values())
+        rows.append([link, escape(strategy),
+                     ", ".join(f"{sections.badge(v)}&nbsp;in {n} of {total} "
+                               f"run{'s' if total != 1 else ''}"
+                               for v, n in counts.most_common())])
+    return rows
+
+
 def _summary(results: list[Result], anchors: list[str]) -> str:
-    rows = []
-    for result, anchor in zip(results, anchors, strict=True):
-        link = f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>'
-        rows += [[link, escape(name), words] for name, words in model_sections.headline(result)]
-        for strategy in sections.strategies(result):
-            counts = sections.verdict_counts(result, strategy)
-            total = sum(counts.values())
-            rows.append([f'<a href="#{anchor}">{escape(sections.title_of(result))}</a>',
-                         escape(strategy),
-                         ", ".join(f"{sections.badge(v)}&nbsp;in {n} of {total} "
-                                   f"run{'s' if total != 1 else ''}"
-                                   for v, n in counts.most_common())])
+    rows = [row for result, anchor in zip(results, anchors, strict=True)
+            for row in _from_file(result, _summary_rows, anchor)]
     return sections.table(["scenario", "strategy", "verdict"], rows,
                           caption="Verdicts per scenario and strategy", numeric_from=3)
 
@@ -146,9 +164,10 @@ def render_page(results: list[Result], generated: dt.datetime | None = None) -> 
     """The whole page as one HTML string."""
     when = (generated or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     anchors = [sections.anchor_of(r, i) for i, r in enumerate(results, 1)]
-    cores = {r.data.get("machine", {}).get("cores") for r in results
-             if isinstance(r.data.get("machine"), dict)} - {None}
-    machine = (f"{', '.join(map(str, sorted(cores)))} cores" if cores
+    cores = {str(r.data["machine"].get("cores")) for r in results
+             if isinstance(r.data.get("machine"), dict)
+             and r.data["machine"].get("cores") is not None}
+    machine = (f"{', '.join(sorted(cores, key=lambda c: (len(c), c)))} cores" if cores
                else f"{os.cpu_count()} cores (this machine; the files do not say)")
     nav = "".join(f'<li><a href="#{a}">{escape(sections.title_of(r))}</a> '
                   f"<small>({escape(r.path.name)})</small></li>"
@@ -156,14 +175,14 @@ def render_page(results: list[Result], generated: dt.datetime | None = None) -> 
     body = "".join(
         f'<section id="{a}"><h2>{escape(sections.title_of(r))}</h2>'
         f'<p class="meta">From <code>{escape(r.path.name)}</code>.</p>'
-        f"{_section(r, a)}</section>"
+        f"{_from_file(r, _section, a)}</section>"
         for r, a in zip(results, anchors, strict=True))
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta http-equiv="Content-Security-Policy" content="{escape(CSP)}">
 <title>pgsteady lab report</title>
 <style>{STYLE}</style>
 </head>

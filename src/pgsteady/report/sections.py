@@ -13,6 +13,7 @@ from typing import Any
 
 from pgsteady.report import svg
 from pgsteady.report.inputs import Result
+from pgsteady.report.safe import Kind, css_class, html_id
 
 GOOD = frozenset({"held"})
 NONE = "&ndash;"
@@ -56,7 +57,8 @@ def title_of(result: Result) -> str:
 
 
 def anchor_of(result: Result, index: int) -> str:
-    return f"s{index}-{result.scenario}-{result.source}".replace(" ", "-")
+    """The section's id: the scenario's name is input, so only a slug of it."""
+    return html_id(f"s{index}", result.scenario, result.source)
 
 
 # -- small HTML helpers ---------------------------------------------------------------------------
@@ -122,9 +124,9 @@ def versions_line(result: Result) -> str:
     return f'<p class="versions">Versions: {parts}.</p>'
 
 
-def figure(chart_html: str, legend: list[tuple[str, str]], caption: str,
+def figure(chart_html: str, legend: list[tuple[Kind, str]], caption: str,
            data_table: str) -> str:
-    keys = "".join(f'<li><span class="key {escape(kind)}" aria-hidden="true"></span>'
+    keys = "".join(f'<li><span class="key {css_class(kind)}" aria-hidden="true"></span>'
                    f"{escape(label)}</li>" for kind, label in dict.fromkeys(legend))
     return (f'<figure>{chart_html}<ul class="legend">{keys}</ul>'
             f"<figcaption>{caption}</figcaption>"
@@ -188,11 +190,13 @@ def pool_drain(result: Result, anchor: str) -> str:
         "<p>A PgBouncer pool of {pool} server connections, each new one costing {lat:.0f} ms, "
         "serves {workers} workers running {qt:.0f} ms queries with a {dl:.0f} ms deadline; "
         "{burst}. {where}</p>").format(
-        pool=config.get("pool_size", "?"), lat=float(config.get("connect_latency", 0)) * 1000,
-        workers=config.get("workers", "?"), qt=float(config.get("query_time", 0)) * 1000,
+        pool=_num(config.get("pool_size", "?")),
+        lat=float(config.get("connect_latency", 0)) * 1000,
+        workers=_num(config.get("workers", "?")), qt=float(config.get("query_time", 0)) * 1000,
         dl=float(config.get("deadline", 0)) * 1000,
-        burst=(f"{config.get('burst_workers')} more join from {config.get('burst_start')} s to "
-               f"{config.get('burst_end')} s") if config.get("burst_workers") else "no burst",
+        burst=(f"{_num(config.get('burst_workers'))} more join from "
+               f"{_num(config.get('burst_start'))} s to {_num(config.get('burst_end'))} s")
+        if config.get("burst_workers") else "no burst",
         where="These figures come from the discrete-event model, not from real servers."
         if model else "Everything ran for real on loopback: PostgreSQL, PgBouncer, a "
                       "latency proxy and the load driver.")
@@ -257,8 +261,9 @@ def _lock_queue_charts(result: Result, run: dict[str, Any], chart_id: str) -> st
     config = result.data.get("config", {})
     rows = run.get("per_second", [])
     verdict = verdict_of(run)
+    shades: dict[str, Kind] = {"cached": "good", "uncached": "good2", "dashboard": "good3"}
     bars = [svg.Series(f"ok, {c}", [float((r.get("ok") or {}).get(c) or 0) for r in rows],
-                       {"cached": "good", "uncached": "good2", "dashboard": "good3"}[c])
+                       shades[c])
             for c in _CLASSES]
     bars.append(svg.Series("failed", [_by_class(r, "failed") for r in rows], "bad-hatch"))
     if any("timed_out" in r for r in rows):

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from pgsteady.report.safe import Kind, css_class, html_id
+
 WIDTH = 720
 HEIGHT = 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 14, 44
@@ -27,7 +29,7 @@ class Series:
 
     label: str
     values: Sequence[float]
-    kind: str
+    kind: Kind
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Band:
     label: str
     start: float
     end: float
-    kind: str = "band"
+    kind: Kind = "band"
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Marker:
 
     label: str
     at: float
-    kind: str = "marker"
+    kind: Kind = "marker"
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class Level:
 
     label: str
     value: float
-    kind: str = "level"
+    kind: Kind = "level"
 
 
 @dataclass
@@ -79,7 +81,7 @@ class TimeChart:
                       *(level.value for level in self.levels), 1.0]
         return max(candidates)
 
-    def legend(self) -> list[tuple[str, str]]:
+    def legend(self) -> list[tuple[Kind, str]]:
         """(kind, label) pairs in drawing order, for the HTML legend beside the chart."""
         return ([(s.kind, s.label) for s in self.bars] + [(s.kind, s.label) for s in self.lines]
                 + [(b.kind, b.label) for b in self.bands]
@@ -106,8 +108,12 @@ def _fmt(value: float) -> str:
     return f"{value:,.1f}"
 
 
-def render_time_chart(chart: TimeChart, chart_id: str) -> str:
-    """The chart as an ``<svg>`` element (role img, titled, described by its caption)."""
+def render_time_chart(chart: TimeChart, chart_name: str) -> str:
+    """The chart as an ``<svg>`` element (role img, titled, described by its caption).
+
+    ``chart_name`` may come from the input (a strategy's name); its ids are a safe slug of it.
+    """
+    chart_id = html_id(chart_name)
     ticks = nice_ticks(chart.y_max())
     top = ticks[-1]
     plot_w = WIDTH - LEFT - RIGHT
@@ -129,7 +135,7 @@ def render_time_chart(chart: TimeChart, chart_id: str) -> str:
            'patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
            '<line x1="0" y1="0" x2="0" y2="6" class="hatch"/></pattern></defs>']
     for band in chart.bands:
-        out.append(f'<rect class="{band.kind}" x="{x(band.start):.1f}" y="{TOP}" '
+        out.append(f'<rect class="{css_class(band.kind)}" x="{x(band.start):.1f}" y="{TOP}" '
                    f'width="{max(x(band.end) - x(band.start), 1):.1f}" height="{plot_h}">'
                    f'<title>{escape(band.label)}: {_fmt(band.start)}{DASH}{_fmt(band.end)} s'
                    '</title></rect>')
@@ -157,24 +163,25 @@ def render_time_chart(chart: TimeChart, chart_id: str) -> str:
         for series in chart.bars:
             value = series.values[t] if t < len(series.values) else 0
             if value > 0:
-                fill = f' style="fill:url(#hatch-{chart_id})"' if series.kind == "bad-hatch" \
-                    else ""
-                out.append(f'<rect class="{series.kind}"{fill} x="{x(t) + slot * 0.1:.1f}" '
-                           f'y="{y(base + value):.1f}" width="{slot * 0.8:.1f}" '
+                # A presentation attribute, not style=: the CSP allows no inline styles.
+                fill = f' fill="url(#hatch-{chart_id})"' if series.kind == "bad-hatch" else ""
+                out.append(f'<rect class="{css_class(series.kind)}"{fill} '
+                           f'x="{x(t) + slot * 0.1:.1f}" y="{y(base + value):.1f}" '
+                           f'width="{slot * 0.8:.1f}" '
                            f'height="{max(y(base) - y(base + value), 0.5):.1f}"/>')
             base += value
         out.append("</g>")
     for level in chart.levels:
-        out.append(f'<line class="{level.kind}" x1="{LEFT}" x2="{WIDTH - RIGHT}" '
+        out.append(f'<line class="{css_class(level.kind)}" x1="{LEFT}" x2="{WIDTH - RIGHT}" '
                    f'y1="{y(level.value):.1f}" y2="{y(level.value):.1f}">'
                    f'<title>{escape(level.label)}</title></line>')
     for series in chart.lines:
         points = " ".join(f"{x(t + 0.5):.1f},{y(v):.1f}"
                           for t, v in enumerate(series.values[:chart.seconds]))
-        out.append(f'<polyline class="{series.kind}" points="{points}">'
+        out.append(f'<polyline class="{css_class(series.kind)}" points="{points}">'
                    f'<title>{escape(series.label)}</title></polyline>')
     for marker in chart.markers:
-        out.append(f'<line class="{marker.kind}" x1="{x(marker.at):.1f}" '
+        out.append(f'<line class="{css_class(marker.kind)}" x1="{x(marker.at):.1f}" '
                    f'x2="{x(marker.at):.1f}" y1="{TOP}" y2="{TOP + plot_h}">'
                    f'<title>{escape(marker.label)} at {_fmt(marker.at)} s</title></line>')
     out.append(f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}"/>')
@@ -195,8 +202,12 @@ class Heatmap:
     mark: tuple[int, int] | None = None   # (row, col) of the seed's point
 
 
-def render_heatmap(chart: Heatmap, chart_id: str) -> str:
-    """Cells shaded by probability, each also printed as a number (colour is not the only cue)."""
+def render_heatmap(chart: Heatmap, chart_name: str) -> str:
+    """Cells shaded by probability, each also printed as a number (colour is not the only cue).
+
+    ``chart_name`` may come from the input (a strategy's name); its ids are a safe slug of it.
+    """
+    chart_id = html_id(chart_name)
     cols, rows = len(chart.x_values), len(chart.y_values)
     left, bottom, top, right = 70, 44, 10, 10
     cell_w = (WIDTH - left - right) / max(cols, 1)
@@ -215,7 +226,7 @@ def render_heatmap(chart: Heatmap, chart_id: str) -> str:
                        f'{escape(chart.y_label)} {escape(chart.y_values[r])}: '
                        f'collapse {label}</title>'
                        f'<rect class="cell" x="{x0:.1f}" y="{y0:.1f}" width="{cell_w:.1f}" '
-                       f'height="{cell_h:.1f}" style="fill-opacity:{0.08 + 0.92 * shade:.2f}"/>')
+                       f'height="{cell_h:.1f}" fill-opacity="{0.08 + 0.92 * shade:.2f}"/>')
             if cell_w >= 22 and cell_h >= 12:
                 cls = "cell-text dark" if shade > 0.55 else "cell-text"
                 out.append(f'<text class="{cls}" x="{x0 + cell_w / 2:.1f}" '
