@@ -205,7 +205,7 @@ def run_lint(args: argparse.Namespace) -> int:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
     store = None
     if not (args.no_cache or args.dsn):
-        from pgsteady.migrate.lint import cache  # hashlib, pickle: not for --no-cache
+        from pgsteady.migrate.lint import cache  # hashlib, json: not for --no-cache
 
         store = cache.Cache(args.cache_dir or cache.default_folder(config))
     quick_key = None
