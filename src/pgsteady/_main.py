@@ -35,7 +35,7 @@ def _run(argv: list[str]) -> int:
         # A lint process is short, and what it builds (modules, parse trees, findings) holds
         # no garbage cycles: the cyclic collector would only rescan it (3-5 % of a run).
         gc.disable()
-        from pgsteady.migrate.lint import quick  # noqa: PLC0415 -- os, sys, marshal only
+        from pgsteady.migrate.lint import quick  # noqa: PLC0415 -- os, sys, zlib only
 
         code = quick.replay(argv[1:])
         if code is not None:

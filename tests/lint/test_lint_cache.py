@@ -83,8 +83,8 @@ def test_no_cache_writes_nothing(folder, capsys):
 def test_damaged_entry_is_a_miss(folder, capsys):
     """A garbled cache file is ignored and replaced, never an error."""
     first = lint(capsys, "migrations")
-    for entry in (folder.parent / ".pgsteady_cache" / "lint").glob("*.pickle"):
-        entry.write_bytes(b"not a pickle")
+    for entry in (folder.parent / ".pgsteady_cache" / "lint").glob("*.json"):
+        entry.write_bytes(b"not json")
     assert lint(capsys, "migrations") == first
 
 

@@ -52,7 +52,7 @@ def test_repeated_run_prints_the_same_without_loading_the_command_line(project):
     assert code == 1 and "require-concurrent-index-creation" in out
     assert "pglast" in loaded
     assert run(project, "migrations") == (code, out, err, "")
-    assert list((project / ".pgsteady_cache" / "lint").glob("q-*.marshal"))
+    assert list((project / ".pgsteady_cache" / "lint").glob("q-*.quick"))
 
 
 def test_edited_file_is_a_miss(project):
@@ -95,7 +95,7 @@ def test_other_arguments_are_their_own_entry(project):
 def test_damaged_entry_is_a_miss(project):
     """A garbled entry is ignored and replaced, never an error."""
     first = run(project, "migrations")
-    for entry in (project / ".pgsteady_cache" / "lint").glob("q-*.marshal"):
+    for entry in (project / ".pgsteady_cache" / "lint").glob("q-*.quick"):
         entry.write_bytes(b"\x00garbage")
     again = run(project, "migrations")
     assert again[:3] == first[:3] and "argparse" in again[3]
@@ -117,7 +117,7 @@ def test_no_cache_and_syntax_errors_record_nothing(project):
 def test_the_code_stamp_covers_every_module_a_recorded_run_depends_on():
     """An edit to any module whose code shapes a lint's findings or output misses the cache:
     lint's and its rules', migrate's layouts, the records and SQL text helpers at the top of
-    the package (their classes are pickled in the cache) and the command line's."""
+    the package (their records are stored in the cache) and the command line's."""
     from pgsteady.migrate.lint import quick
 
     stamped = {part.split(":")[0] for part in quick.code_stamp().split(";") if part}

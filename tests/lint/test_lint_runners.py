@@ -232,8 +232,79 @@ def test_popx_nontx_name_and_other_dialects(tmp_path, capsys):
         "20240101000001000000_index.down.sql": "DROP INDEX orders_status;\n",
     })
     code, found, runner = run(capsys, str(tmp_path))
-    assert runner == "golang-migrate"
-    assert found == [] and code == 0
+    assert runner == "popx"
+    assert found == [("20240101000002000000_index.postgres.up.sql",
+                      "concurrently-in-transaction")] and code == 1
+
+
+def test_popx_runs_each_file_in_a_transaction_unless_autocommit(tmp_path, capsys):
+    """popx wraps every file not named `.autocommit.` in a transaction (its Runner), so a lone
+    CREATE INDEX CONCURRENTLY there fails at deploy; in an `.autocommit.` file (either place
+    popx reads it) it is fine."""
+    write(tmp_path, {
+        "20240101000001000000_lone.up.sql": CONCURRENT,
+        "20240101000001000000_lone.down.sql": "DROP INDEX orders_status;\n",
+        "20240101000002000000_lone.postgres.up.sql": CONCURRENT,
+        "20240101000002000000_lone.postgres.down.sql": "SELECT 1;\n",
+        "20240101000003000000_ok.autocommit.up.sql": CONCURRENT,
+        "20240101000003000000_ok.autocommit.down.sql": "SELECT 1;\n",
+        "20240101000004000000_ok.postgres.autocommit.up.sql": CONCURRENT,
+        "20240101000004000000_ok.postgres.autocommit.down.sql": "SELECT 1;\n",
+    })
+    code, found, runner = run(capsys, str(tmp_path))
+    assert runner == "popx" and code == 1
+    assert found == [("20240101000001000000_lone.up.sql", "concurrently-in-transaction"),
+                     ("20240101000002000000_lone.postgres.up.sql",
+                      "concurrently-in-transaction")]
+    for name in ("20240101000001000000_lone.up.sql", "20240101000003000000_ok.autocommit.up.sql"):
+        _, found, runner = run(capsys, str(tmp_path / name))  # a file alone: the same profile
+        assert runner == "popx" and bool(found) == ("lone" in name)
+
+
+def test_json_summary_names_every_file_popx_and_golang_migrate_skip(tmp_path, capsys):
+    """--format json's summary.skipped names each .sql file of a popx or golang-migrate folder
+    that was not linted, with why: down scripts, other databases' files, a generic file its
+    PostgreSQL one replaces, names the tool does not run."""
+    popx = write(tmp_path / "popx", {
+        "20240101000001000000_a.up.sql": "SELECT 1;\n",
+        "20240101000001000000_a.postgres.up.sql": "SELECT 2;\n",
+        "20240101000001000000_a.down.sql": "SELECT 3;\n",
+        "20240101000001000000_a.mysql.up.sql": "SELECT 4;\n",
+        "20240101000002000000_b.sqlite3.autocommit.up.sql": "SELECT 5;\n",
+        "20240101000002000000_b.autocommit.up.sql": "SELECT 6;\n",
+        "20240101000002000000_b.autocommit.down.sql": "SELECT 7;\n",
+        "legacy/20190101000000_c.cockroach.up.sql": "SELECT 8;\n",
+    })
+    golang = write(tmp_path / "golang", {
+        "1_a.up.sql": "SELECT 1;\n", "1_a.down.sql": "SELECT 2;\n",
+        "2_b.up.sql": "SELECT 3;\n", "2_b.down.sql": "SELECT 4;\n", "seed.sql": "SELECT 5;\n",
+    })
+    for folder, runner, linted in ((popx, "popx", 2), (golang, "golang-migrate", 2)):
+        main(["lint", "--no-cache", "--format", "json", str(folder)])
+        summary = json.loads(capsys.readouterr().out)["summary"]
+        assert summary["runner"] == runner and summary["files"] == linted
+        skipped = {Path(s["path"]).relative_to(folder).as_posix(): s["reason"]
+                   for s in summary["skipped"]}
+        listed = {p.relative_to(folder).as_posix() for p in folder.rglob("*.sql")}
+        assert len(skipped) == len(listed) - linted == len(summary["skipped"])
+        if runner == "popx":
+            assert skipped == {
+                "20240101000001000000_a.up.sql": "20240101000001000000_a.postgres.up.sql runs "
+                                                 "instead (this version's PostgreSQL file)",
+                "20240101000001000000_a.down.sql": "a down script beside its up script: it "
+                                                   "runs on a rollback",
+                "20240101000001000000_a.mysql.up.sql": "for mysql: popx runs it on that "
+                                                       "database only",
+                "20240101000002000000_b.sqlite3.autocommit.up.sql": "for sqlite3: popx runs "
+                                                                    "it on that database only",
+                "20240101000002000000_b.autocommit.down.sql": "a down script beside its up "
+                                                              "script: it runs on a rollback",
+                "legacy/20190101000000_c.cockroach.up.sql": "for cockroach: popx runs it on "
+                                                            "that database only"}
+    assert skipped == {
+        "1_a.down.sql": "a down script beside its up script: it runs on a rollback",
+        "2_b.down.sql": "a down script beside its up script: it runs on a rollback",
+        "seed.sql": "golang-migrate runs only <version>_<name>.up.sql"}
 
 
 def test_help_lists_every_profile():

@@ -41,8 +41,8 @@ def test_replace_copies_and_refuses_unknown_fields():
 
 
 def test_records_survive_pickling_and_do_not_share_defaults():
-    """The lint cache pickles reports and the schema; default lists and dicts are per
-    instance."""
+    """Reports and the schema pickle (for callers sending them between processes; the lint
+    cache stores JSON); default lists and dicts are per instance."""
     report = FileReport("a.sql", [Finding("a.sql", 1, 1, "r", "m", "h")], statements=2)
     assert pickle.loads(pickle.dumps(report)) == report  # noqa: S301 -- our own bytes
     schema = Schema()

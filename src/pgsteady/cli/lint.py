@@ -28,7 +28,7 @@ from pgsteady.migrate.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
-            "tern, sqitch, alembic-sql, plain")
+            "tern, popx, sqitch, alembic-sql, plain")
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def run_lint(args: argparse.Namespace) -> int:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
     store = None
     if not (args.no_cache or args.dsn):
-        from pgsteady.migrate.lint import cache  # hashlib, pickle: not for --no-cache
+        from pgsteady.migrate.lint import cache  # hashlib, json: not for --no-cache
 
         store = cache.Cache(args.cache_dir or cache.default_folder(config))
     quick_key = None
@@ -237,7 +237,8 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     choice = _runner(args, config, paths)
     downs: list[Path] = []
     not_run: list[Path] = []
-    files = runners.files_for(paths, choice.runner, downs, not_run, choice.listing)
+    why: dict[Path, str] = {}
+    files = runners.files_for(paths, choice.runner, downs, not_run, choice.listing, why)
     units, broken = runners.load(files, choice.runner,
                                  choice.listing.heads if choice.listing else None)
     history: list[Unit] = []
@@ -259,7 +260,8 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     reason = choice.reason
     report.skipped = [(str(p), "a down script beside its up script: it runs on a rollback")
                       for p in downs]
-    report.skipped += [(str(p), f"{choice.runner} does not run it as SQL") for p in not_run]
+    report.skipped += [(str(p), why.get(p, f"{choice.runner} does not run it as SQL"))
+                       for p in not_run]
     placeholders = sum(len(u.placeholders) for u in units)
     if placeholders:
         reason += (f"; read {placeholders} template placeholder"

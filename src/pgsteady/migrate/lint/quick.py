@@ -10,14 +10,17 @@ Anything changed falls through to the normal command line, which has the content
 (:mod:`cache`) behind it.
 
 Only runs the command line parsed and finished without a usage or syntax error are recorded
-(``--no-cache`` and ``--dsn`` runs never are), so equal arguments mean an equal parse. Only
-os, sys, zlib and marshal are imported here; entries are checked field by field, and a damaged
-or foreign entry is a miss, never an error.
+(``--no-cache`` and ``--dsn`` runs never are), so equal arguments mean an equal parse.
+
+An entry is plain text, a row of netstrings (``5:hello,``): the folder sits in the project
+being linted, where anyone who can open a pull request can put a file, so reading one must
+never run code (a pickle would) nor trust a format not meant for untrusted bytes (marshal).
+Netstrings need no import: only os, sys and zlib are loaded here (``json`` would bring ``re``
+and double a warm run). A damaged or foreign entry is a miss, never an error, and is replaced.
 """
 
 from __future__ import annotations
 
-import marshal
 import os
 import sys
 import zlib
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
 
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
-_FORMAT = "pgsteady-lint-quick-2"
+_FORMAT = "pgsteady-lint-quick-3"
 _CODE = os.path.dirname(os.path.abspath(__file__))
 
 #: The arguments of this process's ``pgsteady lint`` run, when its output may be recorded
@@ -156,7 +159,29 @@ def _key(argv: Sequence[str]) -> tuple[str, tuple[str, ...], str, bool]:
 
 def _entry_path(argv: Sequence[str], key: tuple[str, tuple[str, ...], str, bool]) -> str:
     name = zlib.crc32(repr(key).encode("utf-8", "surrogatepass"))
-    return os.path.join(folder_for(argv), f"q-{name:08x}.marshal")
+    return os.path.join(folder_for(argv), f"q-{name:08x}.quick")
+
+
+def _pack(fields: Sequence[str]) -> bytes:
+    return "".join(f"{len(field)}:{field}," for field in fields).encode("utf-8", "surrogatepass")
+
+
+def _unpack(data: bytes) -> list[str]:
+    """The fields :func:`_pack` wrote; ValueError if ``data`` is anything else."""
+    text = data.decode("utf-8", "surrogatepass")
+    fields: list[str] = []
+    at = 0
+    while at < len(text):
+        colon = text.index(":", at, at + 12)
+        digits = text[at:colon]
+        if not (digits.isascii() and digits.isdigit()):
+            raise ValueError(f"no length at {at}")
+        end = colon + 1 + int(digits)
+        if text[end:end + 1] != ",":
+            raise ValueError(f"no end at {end}")
+        fields.append(text[colon + 1:end])
+        at = end + 1
+    return fields
 
 
 def replay(argv: Sequence[str]) -> int | None:
@@ -165,18 +190,18 @@ def replay(argv: Sequence[str]) -> int | None:
     try:
         key = _key(argv)
         with open(_entry_path(argv, key), "rb") as handle:
-            entry = marshal.load(handle)  # noqa: S302 -- our own files, each field checked
-        recorded_key, paths, config_source, parser, dependencies, out, err, code = entry
-        if recorded_key != key or \
-                _dependencies(paths, config_source, parser) != dependencies:
+            fields = _unpack(handle.read())
+        if len(fields) < 9 or fields[0] != _FORMAT or fields[1] != repr(key):
             return None
-        if not (isinstance(out, str) and isinstance(err, str) and isinstance(code, int)):
+        config_source, parser, dependencies, out, err, code, *paths = fields[2:]
+        exit_code = int(code)
+        if _dependencies(paths, config_source or None, parser or None) != dependencies:
             return None
-    except (OSError, EOFError, ValueError, TypeError):  # no entry, or not one of ours
+    except (OSError, ValueError):  # no entry, or not one of ours
         return None
     sys.stdout.write(out)
     sys.stderr.write(err)
-    return code
+    return exit_code
 
 
 def arm(argv: Sequence[str]) -> None:
@@ -196,12 +221,13 @@ def record(out: str, err: str, code: int, paths: Sequence[str],
     if dependencies is None:
         return
     target = _entry_path(argv, key)
-    entry = (key, tuple(paths), config_source, parser, dependencies, out, err, code)
+    entry = _pack([_FORMAT, repr(key), config_source or "", parser or "", dependencies, out,
+                   err, str(code), *paths])
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         temporary = f"{target}.{os.getpid()}.tmp"
         with open(temporary, "wb") as handle:
-            marshal.dump(entry, handle)
+            handle.write(entry)
         os.replace(temporary, target)
         _trim(os.path.dirname(target))
     except OSError:
@@ -212,7 +238,11 @@ def _trim(folder: str) -> None:
     import contextlib  # noqa: PLC0415 -- not on the warm path
 
     entries = [e for e in os.scandir(folder) if e.name.startswith("q-")
-               and e.name.endswith(".marshal")]
+               and e.name.endswith(".quick")]
+    for stale in os.scandir(folder):  # older versions' entries: never read
+        if stale.name.startswith("q-") and stale.name.endswith(".marshal"):
+            with contextlib.suppress(OSError):
+                os.unlink(stale.path)
     entries.sort(key=lambda e: e.stat().st_mtime_ns)
     for old in entries[:-MAX_ENTRIES]:
         with contextlib.suppress(OSError):

@@ -15,8 +15,10 @@ profile            transaction                                          sets tim
 pgsteady           one per file, unless ``-- pgsteady: no-transaction``  yes
 prisma             the file is one multi-statement query: one implicit   no
                    transaction, unless it holds a single statement
-golang-migrate     as prisma (``*.up.sql`` only); popx names: ``.nontx.``  no
-                   runs outside one, other databases' files skipped
+golang-migrate     as prisma (``*.up.sql`` only); ``.nontx.`` names run    no
+                   outside one, other databases' files skipped
+popx               one per file unless named ``.autocommit.`` (ory/popx);   no
+                   ``.<dialect>.`` files for other databases skipped
 goose              one per file unless ``-- +goose NO TRANSACTION``;    no
                    only the ``-- +goose Up`` section
 dbmate             one per file unless ``-- migrate:up transaction:false``; no
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
     from typing import Final
 
 #: Profiles lint knows; the first nine are :data:`pgsteady.migrate.layouts.NAMES`.
-NAMES = (*layouts.NAMES, "sqitch", "alembic-sql", "plain")
+NAMES = (*layouts.NAMES, "popx", "sqitch", "alembic-sql", "plain")
 #: Profiles whose tool sets lock_timeout and statement_timeout itself.
 SETS_TIMEOUTS = frozenset({"pgsteady"})
 _ALEMBIC = re.compile(r"\balembic_version\b")
@@ -62,7 +64,16 @@ _ALEMBIC = re.compile(r"\balembic_version\b")
 # runs outside a transaction (".nontx." likewise in other tools), files for other databases
 # are not PostgreSQL's, and a version's postgres file replaces its generic one.
 _NONTX = re.compile(r"\.(autocommit|nontx)\.")
+# popx's own pattern (match.go: ParseMigrationFilename): no dot in the name; an
+# ``.autocommit`` where the dialect goes means every database. Its PostgreSQL dialect and
+# pop's synonyms for it; any other dialect is another database's file (or one popx ignores).
+_POPX = re.compile(r"^(?P<version>\d+)_[^.]+(?:\.(?P<dialect>[a-z0-9]+))?"
+                   r"(?P<autocommit>\.autocommit)?\.(?P<direction>up|down)\.sql$")
+_POPX_POSTGRES = frozenset({"postgres", "postgresql", "pg", "pgx"})
+_POPX_MARK = re.compile(r"\.(autocommit|postgres|postgresql|pg|pgx|mysql|mariadb|sqlite3?|"
+                        r"cockroach|cockroachdb|crdb)\.(up|down)\.sql$|\.autocommit\.")
 _UP = re.compile(r"^(?P<version>\d+)_.+\.up(\.nontx)?\.sql$")
+_DOWN = re.compile(r"^\d+_.+\.down(\.nontx)?\.sql$")
 _UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
 _VERSION_FOLDER = re.compile(r"\d[\d-]*_")  # diesel's <version>_<name>/ around up.sql
 _OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
@@ -110,9 +121,12 @@ def detect(paths: Iterable[str]) -> Choice:
     except layouts.LayoutError:
         listing = None
     names = [e.name for e in listing.entries if e.name.endswith(".sql")] if listing else []
-    if names and any(_NONTX.search(n) or _OTHER_DIALECT.search(n) for n in names) and all(
-            _UP_DOWN.search(n) for n in names):
-        return Choice("golang-migrate", f"up/down (popx) names in {folder}", listing)
+    if names and all(_UP_DOWN.search(n) for n in names):
+        if any(_POPX_MARK.search(n) for n in names) and all(_POPX.match(n) for n in names):
+            return Choice("popx", f"popx names (.autocommit., .<dialect>.) in {folder}",
+                          listing)
+        if any(_NONTX.search(n) or _OTHER_DIALECT.search(n) for n in names):
+            return Choice("golang-migrate", f"up/down (.nontx.) names in {folder}", listing)
     try:
         found = layouts.detect(folder, listing)
     except layouts.LayoutError as exc:
@@ -133,7 +147,10 @@ def _head(path: Path) -> str:
 def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit:
     """One file as ``runner`` runs it: its Up part (line numbers kept) and its transaction."""
     in_transaction: bool | None = False
-    if runner in layouts.NAMES:
+    if runner == "popx":  # a transaction per file (popx's Runner), none for autocommit ones
+        match = _POPX.match(path.name)
+        in_transaction = not (match and (match["autocommit"] or match["dialect"] == "autocommit"))
+    elif runner in layouts.NAMES:
         try:
             up, in_transaction = layouts.up_part(path, text, runner)
         except layouts.LayoutError as exc:
@@ -198,24 +215,44 @@ def _flyway_keeps_out(kind: str, node: dict[str, object]) -> bool:
     return kind in _FLYWAY_OUTSIDE
 
 
-def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
-                 listing: layouts.Listing | None = None) -> list[Path] | None:
+def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,  # noqa: PLR0917
+                 listing: layouts.Listing | None = None, downs: list[Path] | None = None,
+                 why: dict[Path, str] | None = None) -> list[Path] | None:
     """The files of ``folder`` that ``runner`` applies, in its order (Up files only);
     None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql).
     ``.sql`` files of the folder that the tool does not run go to ``not_run`` (a data script
-    beside Diesel's folders, Flyway's repeatables): the summary names them. ``listing``: the
-    folder as detection saw it, if it is this folder."""
+    beside Diesel's folders, Flyway's repeatables), with the reason in ``why`` when it is
+    more than that; golang-migrate's and popx's down scripts go to ``downs``: the summary
+    names them. ``listing``: the folder as detection saw it, if it is this folder."""
     if listing is not None and listing.folder != folder:
         listing = None
+    skip = _Skips(downs, not_run, why)
+    if runner == "popx":
+        return _popx_files(folder, skip)
     if runner == "sqitch":
         deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
         return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
     if runner == "golang-migrate":
         # By name, not layouts.scan: popx's 20-digit versions are fine for linting.
         entries = listing.entries if listing is not None else layouts.Listing.of(folder).entries
-        ups = [e.path for e in entries if e.is_file and _UP.match(e.name)
-               and not _OTHER_DIALECT.search(e.name)]
-        specific = {p.name.partition("_")[0] for p in ups if ".postgres." in p.name}
+        ups = []
+        for entry in entries:
+            if not (entry.is_file and entry.name.endswith(".sql")):
+                continue
+            if _DOWN.match(entry.name):
+                skip.down(entry.path)
+            elif not _UP.match(entry.name):
+                skip.other(entry.path, "golang-migrate runs only <version>_<name>.up.sql")
+            elif _OTHER_DIALECT.search(entry.name):
+                skip.other(entry.path, "another database's file (popx's <dialect> name)")
+            else:
+                ups.append(entry.path)
+        specific = {p.name.partition("_")[0]: p for p in ups if ".postgres." in p.name}
+        for path in ups:
+            version = path.name.partition("_")[0]
+            if ".postgres." not in path.name and version in specific:
+                skip.other(path, f"{specific[version].name} runs instead (this version's "
+                                 "PostgreSQL file)")
         ups = [p for p in ups if ".postgres." in p.name
                or p.name.partition("_")[0] not in specific]
         return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
@@ -234,17 +271,18 @@ def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,
     return None
 
 
-def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = None,
+def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = None,  # noqa: PLR0917
               not_run: list[Path] | None = None, listing: layouts.Listing | None = None,
-              ) -> list[Path]:
+              why: dict[Path, str] | None = None) -> list[Path]:
     """Files as given; folders expanded to the files ``runner`` applies, in its order (down
     scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`; other
-    ``.sql`` files the runner does not run, to ``not_run``). ``listing``: a folder as
-    detection saw it (:attr:`Choice.listing`)."""
+    ``.sql`` files the runner does not run, to ``not_run``, with the reason in ``why`` when
+    there is more to say). ``listing``: a folder as detection saw it (:attr:`Choice.listing`)."""
     out: list[Path] = []
     for name in paths:
         path = Path(name)
-        found = folder_files(path, runner, not_run, listing) if path.is_dir() else None
+        found = (folder_files(path, runner, not_run, listing, skipped, why) if path.is_dir()
+                 else None)
         if found is None:
             out += collect_files([name], skipped)
         elif not found:
@@ -252,6 +290,63 @@ def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = No
         else:
             out += found
     return out
+
+
+class _Skips:
+    """Where :func:`folder_files` puts what it does not lint (each list optional)."""
+
+    def __init__(self, downs: list[Path] | None, not_run: list[Path] | None,
+                 why: dict[Path, str] | None) -> None:
+        self.downs = downs
+        self.not_run = not_run
+        self.why = why
+
+    def down(self, path: Path) -> None:
+        if self.downs is not None:
+            self.downs.append(path)
+
+    def other(self, path: Path, reason: str) -> None:
+        if self.not_run is not None:
+            self.not_run.append(path)
+        if self.why is not None:
+            self.why[path] = reason
+
+
+def _popx_files(folder: Path, skip: _Skips) -> list[Path]:
+    """The up files popx runs on PostgreSQL, in its order, as its migration box finds them:
+    every file under ``folder`` (subfolders too, as ``fs.WalkDir``), up files only, a
+    version's PostgreSQL file in place of its generic one, sorted by version as text."""
+    found = sorted((p for p in folder.rglob("*.sql") if p.is_file()),
+                   key=lambda p: p.relative_to(folder).parts)  # WalkDir's lexical order
+    chosen: dict[str, tuple[Path, bool]] = {}  # version -> (file, for PostgreSQL only)
+    for path in found:
+        match = _POPX.match(path.name)
+        if match is None:
+            skip.other(path, "popx runs only <version>_<name>[.<dialect>][.autocommit]"
+                             ".<up|down>.sql (no dot in the name)")
+            continue
+        if match["direction"] == "down":
+            skip.down(path)
+            continue
+        dialect = match["dialect"]
+        if dialect is not None and dialect != "autocommit" and dialect not in _POPX_POSTGRES:
+            skip.other(path, f"for {dialect}: popx runs it on that database only")
+            continue
+        specific = dialect in _POPX_POSTGRES
+        version = match["version"]
+        kept = chosen.get(version)
+        if kept is None or (specific and not kept[1]):
+            if kept is not None:
+                skip.other(kept[0], f"{path.name} runs instead (this version's PostgreSQL "
+                                    "file)")
+            chosen[version] = path, specific
+        elif specific:  # popx keeps the last of two PostgreSQL files (a map by version)
+            skip.other(kept[0], f"{path.name} runs instead (the same version)")
+            chosen[version] = path, specific
+        else:
+            skip.other(path, f"{kept[0].name} runs instead (" + (
+                "this version's PostgreSQL file)" if kept[1] else "the same version)"))
+    return [chosen[version][0] for version in sorted(chosen)]
 
 
 def load(files: Iterable[Path], runner: str, heads: dict[Path, bytes] | None = None,
