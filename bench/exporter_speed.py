@@ -26,11 +26,9 @@ import urllib.request
 from typing import Any
 
 import psycopg
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import start_http_server
 
 from blockers_speed import build, timed, wait_for
-from pgsteady.inspect.exporter import Exporter, ExporterCollector
+from pgsteady.inspect.exporter import Exporter, serve
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Postgres, make_workdir
 
@@ -63,10 +61,8 @@ def main() -> None:
         assert first.up == {"postgres": True}, first.errors
         assert len(queues) == args.chains and all(v == args.per_chain - 1 for _, v in queues)
 
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(ExporterCollector(exporter))
-        httpd, _thread = start_http_server(0, "127.0.0.1", registry)
-        url = f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+        httpd = serve(exporter)
+        url = f"http://127.0.0.1:{httpd.port}/metrics"
 
         def http_scrape() -> None:
             with urllib.request.urlopen(url, timeout=10) as answer:
@@ -85,8 +81,7 @@ def main() -> None:
             peer = timed(lambda: conn.execute(PEER).fetchall(), args.runs)
     finally:
         if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
+            httpd.stop()
         if exporter is not None:
             exporter.close()
         for conn in conns:

@@ -14,7 +14,7 @@ sessions. The split Kubernetes expects, and what :class:`Health` gives:
 Reports follow ``application/health+json`` (draft-inadarei-api-health-check): ``status``
 pass / warn / fail and ``checks`` with observed values and times. ``asgi()`` serves them at
 ``/health/live``, ``/health/ready`` and ``/health/deep`` (200, or 503 on fail) as a plain
-ASGI app; ``serve(port)`` runs the same on a stdlib HTTP server thread.
+ASGI app; ``serve(port)`` runs the same on a small bounded HTTP server (:mod:`pgsteady._http`).
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
-from pgsteady import _checks
+from pgsteady import _checks, _http
 from pgsteady.errors import UsageError
 from pgsteady.guards.backends import RedisBackend
 from pgsteady.guards.breaker import CircuitBreaker
@@ -405,64 +404,62 @@ class Health:
                         "body": b"" if scope["method"] == "HEAD" else data})
         return app
 
-    def serve(self, port: int = 0, host: str = "127.0.0.1") -> HealthServer:
-        """Serve the three endpoints from a stdlib HTTP server in a daemon thread (for
-        workers without a web server); ``port=0`` picks a free one. Stop it with ``stop()``
-        or ``with``."""
+    def serve(self, port: int = 0, host: str = "127.0.0.1", *,
+              limits: _http.Limits | None = None) -> HealthServer:
+        """Serve the three endpoints from a small bounded HTTP server on daemon threads (for
+        workers without a web server); ``port=0`` picks a free one. ``limits`` bounds its
+        threads, connections and timeouts (:class:`pgsteady._http.Limits`). Stop it with
+        ``stop()`` or ``with``."""
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise UsageError(f"port must be a whole number from 0 to 65535 (0: any free one), "
                              f"got {port!r}")
-        return HealthServer(self, host, port).start()
+        return HealthServer(self, host, port, limits).start()
 
 
 class HealthServer:
-    """A running ``Health.serve()``: ``.port``, ``.url(path)``, ``stop()``."""
+    """A running ``Health.serve()``: ``.port``, ``.url(path)``, ``stop()``.
 
-    def __init__(self, health: Health, host: str, port: int) -> None:
+    It runs on :class:`~pgsteady._http.BoundedServer`: a fixed number of threads however many
+    probes connect, slow or silent connections closed after ``limits.header_timeout``."""
+
+    def __init__(self, health: Health, host: str, port: int,
+                 limits: _http.Limits | None = None) -> None:
         self.health = health
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                which = PATHS.get(self.path.split("?", 1)[0].rstrip("/"))
-                if which is None:
-                    code, body = 404, {"status": "fail", "output": "not found"}
-                else:
-                    body = getattr(health, which)()
-                    code = status_code(body)
-                data = json.dumps(body, default=str).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", CONTENT_TYPE)
-                self.send_header("Cache-Control", "no-store")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("health %s", format % args)
+        def app(request: _http.Request) -> _http.Response:
+            which = PATHS.get(request.path.rstrip("/"))
+            if which is None or request.method not in ("GET", "HEAD"):
+                code, body = 404, {"status": "fail", "output": "not found"}
+            else:
+                body = getattr(health, which)()
+                code = status_code(body)
+            return _http.Response(code, [("Content-Type", CONTENT_TYPE),
+                                         ("Cache-Control", "no-store")],
+                                  json.dumps(body, default=str).encode())
 
         try:
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            self._server = _http.BoundedServer(app, host, port, limits,
+                                               name="pgsteady-health-http")
         except OSError as exc:
             raise UsageError(f"cannot serve health on {host}:{port}: {exc.strerror}; choose "
                              f"another port (0 picks a free one)") from None
-        self._server.daemon_threads = True
         self.host = host
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.1}, daemon=True,
-                                        name="pgsteady-health-http")
+        self.port: int = self._server.port
+
+    @property
+    def threads(self) -> int:
+        """Threads serving HTTP (fixed: ``limits.workers`` + 1)."""
+        return self._server.threads
 
     def start(self) -> Self:
-        self._thread.start()
+        self._server.start()
         return self
 
     def url(self, path: str = "/health/live") -> str:
         return f"http://{self.host}:{self.port}{path}"
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+        self._server.stop()
 
     def __enter__(self) -> Self:
         return self

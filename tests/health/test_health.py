@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 
 from pgsteady import AsyncDatabase, Database
+from pgsteady._http import Limits
 from pgsteady.guards import CircuitBreaker
 from pgsteady.health import CheckResult, Health, breaker_check, db_check, redis_check
 
@@ -194,7 +195,8 @@ def test_concurrent_probes_share_one_evaluation():
         return True
 
     health = Health({"dep": slow})
-    with health.serve(0) as server:
+    # As many workers as probes (the default is 4): they all wait on the one evaluation.
+    with health.serve(0, limits=Limits(workers=20)) as server:
         threads = [threading.Thread(target=_get, args=(server.port, "/health/ready"))
                    for _ in range(20)]
         for thread in threads:

@@ -190,7 +190,8 @@ def test_blockers_cancel_and_refusals(pgsteady_database, capsys):
     try:
         sleeper.pgconn.send_query(b"SELECT pg_sleep(30)")
         pid = sleeper.info.backend_pid
-        assert main(["blockers", "--dsn", dsn, "--cancel", str(pid), "--yes"]) == 0
+        assert main(["blockers", "--dsn", dsn, "--cancel", str(pid), "--yes",
+                     "--yes-superuser"]) == 0
         assert f"pid {pid}: cancel sent" in capsys.readouterr().out
         sleeper.pgconn.consume_input()
         result = sleeper.pgconn.get_result()
@@ -220,7 +221,8 @@ def test_blockers_terminate_json_prints_only_the_outcome(pgsteady_database, caps
     victim = psycopg.connect(dsn, autocommit=True, application_name="victim@box:1")
     try:
         pid = victim.info.backend_pid
-        assert main(["blockers", "--dsn", dsn, "--terminate", str(pid), "--yes", "--json"]) == 0
+        assert main(["blockers", "--dsn", dsn, "--terminate", str(pid), "--yes",
+                     "--yes-superuser", "--json"]) == 0
         out, err = capsys.readouterr()
         document = json.loads(out)
         assert document["schema_version"] == 1 and document["action"] == "terminate"
@@ -271,8 +273,8 @@ def test_doctor_session_is_labelled_and_read_only(pgsteady_database):
 
 
 def test_terminate_asks_on_a_terminal(pgsteady_database):
-    """On a terminal, --terminate shows the session and asks: 'n' leaves it, 'y' ends it and
-    says it is gone."""
+    """On a terminal, --terminate shows the session and asks: 'n' leaves it; a superuser's
+    session is asked about twice, and 'y' to both ends it and says it is gone."""
     import pty
 
     dsn = pgsteady_database.dsn
@@ -280,7 +282,8 @@ def test_terminate_asks_on_a_terminal(pgsteady_database):
     victim.execute("SELECT 1")  # idle in transaction
     pid = victim.info.backend_pid
     try:
-        for answer, expected in (("n", "nothing done"), ("y", f"pid {pid}: terminated, gone")):
+        for answer, expected in (("n", "nothing done"),
+                                 ("y\ny", f"pid {pid}: terminated, gone")):
             leader, follower = pty.openpty()
             try:
                 proc = subprocess.Popen(
@@ -295,6 +298,8 @@ def test_terminate_asks_on_a_terminal(pgsteady_database):
             assert proc.returncode == 0, err
             assert f"terminate pid {pid} 'forgotten@laptop:9'" in out
             assert expected in out
+            assert "warning: it is a superuser session" in out
+            assert (f"terminate pid {pid} anyway?" in out) == (answer != "n")
     finally:
         victim.close()
 

@@ -118,6 +118,11 @@ def test_seed_002_scene(seed_scene, capsys):
     assert "--yes" in err and not seed_scene["altered"].done()
 
     code, out, err, _ = _run(capsys, "blockers", "--dsn", dsn, "--terminate", str(root), "--yes")
+    assert code == 2  # the lab's sessions are a superuser's: --yes alone does not do
+    assert "--yes-superuser" in err and not seed_scene["altered"].done()
+
+    code, out, err, _ = _run(capsys, "blockers", "--dsn", dsn, "--terminate", str(root), "--yes",
+                             "--yes-superuser")
     assert code == 0, err
     assert f"pid {root}: terminated, gone" in out
     seed_scene["altered"].result(timeout=10)  # the ALTER completes

@@ -2,7 +2,11 @@
 
 ``--terminate PID`` / ``--cancel PID`` take one explicit pid, never a pattern: the session is
 shown first, a terminal is asked to confirm, and without one the command refuses unless
-``--yes``. Afterwards it says whether the session is gone or still there.
+``--yes``. A superuser session (or the command's own connection) is asked about twice
+(unattended: ``--yes --yes-superuser``). The pid is ended only if it still names the session
+shown (same ``backend_start`` and user, checked in the ending statement itself): pids are
+reused, and the question may wait any time. Afterwards it says whether the session is gone,
+still there, or was replaced.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ def register(verbs: Any) -> None:
                     "sessions queue per relation. With --terminate PID or --cancel PID, show "
                     "that one session, ask for confirmation, end it (pg_terminate_backend / "
                     "pg_cancel_backend) and say whether it is gone.",
-        epilog="exit codes: 0 shown (or the session was ended), 1 the session was not found or "
-               "did not end, 2 usage error (or no terminal to confirm without --yes), "
-               "3 cannot connect")
+        epilog="exit codes: 0 shown (or the session was ended), 1 the session was not found, "
+               "did not end, or ended / was replaced by another session with the same pid "
+               "before it could be ended (nothing is ended then), 2 usage error (or no "
+               "terminal to confirm on without --yes, and --yes-superuser for a superuser "
+               "session), 3 cannot connect")
     parser.add_argument("--dsn", help="PostgreSQL DSN (default: $PGSTEADY_DSN, then the PG* "
                                       "environment variables)")
     parser.add_argument("--json", action="store_true", help="print data as JSON")
@@ -44,6 +50,9 @@ def register(verbs: Any) -> None:
                         help="cancel this session's running statement (pg_cancel_backend)")
     parser.add_argument("--yes", action="store_true",
                         help="do not ask before --terminate / --cancel")
+    parser.add_argument("--yes-superuser", action="store_true",
+                        help="with --yes: also end a superuser session (or this command's own "
+                             "connection) without asking a second time")
     parser.add_argument("--timeout", type=_args.duration, default=10.0,
                         help="give up on PostgreSQL after this long (default 10s)")
     parser.set_defaults(run=run)
@@ -146,54 +155,80 @@ def render(snap: Any) -> None:
 
 
 def end_session(args: argparse.Namespace, snap: Any) -> int:
-    """Show the one session, confirm, end it, and say what happened."""
+    """Show the one session, confirm, end it only if its pid still names the session shown,
+    and say what happened."""
     import psycopg
+    from psycopg.rows import dict_row
 
     from pgsteady.inspect import queries
-    from pgsteady.inspect.postgres import connect
+    from pgsteady.inspect.postgres import QUERY_CHARS, _session, connect
 
     pid = args.terminate or args.cancel
     verb = "terminate" if args.terminate else "cancel"
-    session = next((s for s in snap.sessions if s.pid == pid), None)
-    if session is None:
-        raise PgsteadyError(f"no session with pid {pid} on this server (it may have ended); "
-                            f"run pgsteady blockers to see the current ones")
-    if session.backend_type not in ENDABLE:
-        raise UsageError(f"pid {pid} is PostgreSQL's own {session.backend_type or 'process'}, "
-                         f"not a session; pgsteady ends only client sessions and autovacuum "
-                         f"workers")
-    behind = sum(len(c.queued) for c in snap.chains if c.root.pid == pid)
-    # With --json, stdout carries only the outcome document; what is about to be ended (and
-    # the question) go to stderr, where a person running it still sees them.
-    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
-
-    def outcome(result: str, text: str, code: int, **extra: Any) -> int:
-        if args.json:
-            print(json.dumps({"schema_version": 1, "action": verb, "pid": pid,
-                              "result": result, "session": session.as_dict(),
-                              "sessions_waiting_behind": behind, **extra}, indent=2))
-        else:
-            print(text)
-        return code
-
-    say(f"{verb} {_line(session)}" + (f"; {behind} session(s) wait behind it" if behind
-                                       else ""))
-    if session.query:
-        say(f"  query: {_query(session.query)}")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise UsageError(f"refusing to {verb} pid {pid} without a terminal to confirm on; "
-                             f"add --yes to do it unattended")
-        answer = input(f"{verb} pid {pid}? [y/N] ").strip().lower()
-        if answer not in ("y", "yes"):
-            return outcome("declined", "nothing done", EXIT_OK)
     deadline = time.monotonic() + args.timeout
+    # With --json, stdout carries only the outcome document; what is about to be ended (and
+    # the questions) go to stderr, where a person running it still sees them.
+    say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
     with connect(_dsn(args), deadline=deadline, autocommit=True) as conn:
+        # Read on the connection that will end it: ``own`` is then exactly this connection.
+        row = conn.cursor(row_factory=dict_row).execute(
+            queries.SESSION, {"pid": pid, "query_chars": QUERY_CHARS}).fetchone()
+        if row is None:
+            raise PgsteadyError(f"no session with pid {pid} on this server (it may have "
+                                f"ended); run pgsteady blockers to see the current ones")
+        session = _session(row)
+        own = pid == conn.info.backend_pid
+        if session.backend_type not in ENDABLE:
+            raise UsageError(f"pid {pid} is PostgreSQL's own {session.backend_type or 'process'}"
+                             f", not a session; pgsteady ends only client sessions and "
+                             f"autovacuum workers")
+        behind = sum(len(c.queued) for c in snap.chains if c.root.pid == pid)
+
+        def outcome(result: str, text: str, code: int, **extra: Any) -> int:
+            if args.json:
+                print(json.dumps({"schema_version": 1, "action": verb, "pid": pid,
+                                  "result": result, "session": session.as_dict(),
+                                  "sessions_waiting_behind": behind, **extra}, indent=2))
+            else:
+                print(text)
+            return code
+
+        say(f"{verb} {_line(session)}" + (f"; {behind} session(s) wait behind it" if behind
+                                           else ""))
+        if session.query:
+            say(f"  query: {_query(session.query)}")
+        warning = ("it is this command's own connection" if own else
+                   f"it is a superuser session (user {session.user})" if session.superuser
+                   else None)
+        if not confirm(args, verb, pid, warning, say):
+            return outcome("declined", "nothing done", EXIT_OK)
         query = queries.TERMINATE if args.terminate else queries.CANCEL
-        row = conn.execute(query, {"pid": pid}).fetchone()
-        if not (row and row[0]):
-            return outcome("refused", f"pid {pid}: PostgreSQL refused to {verb} it (gone "
-                           f"already, or not allowed for this role)", EXIT_FAILURE)
+        same = {"pid": pid, "backend_start": session.backend_start, "usename": session.usename}
+        try:
+            ended = conn.execute(query, same).fetchone()
+        except (psycopg.errors.AdminShutdown, psycopg.errors.QueryCanceled):
+            if not own:
+                raise
+            return outcome("terminated" if args.terminate else "cancel_sent",
+                           f"pid {pid}: ended this command's own connection", EXIT_OK)
+        except psycopg.OperationalError as exc:
+            raise PgsteadyError(f"lost the connection to PostgreSQL while asking ({exc}); "
+                                f"pid {pid} was not ended; run the command again") from exc
+        if ended is None:  # the pid is gone, or names another session now
+            now = conn.cursor(row_factory=dict_row).execute(
+                queries.SESSION, {"pid": pid, "query_chars": QUERY_CHARS}).fetchone()
+            if now is None:
+                return outcome("gone", f"pid {pid} has ended already; nothing ended",
+                               EXIT_FAILURE)
+            other = _session(now)
+            started = other.backend_start.isoformat(" ", "seconds") \
+                if other.backend_start else "?"
+            return outcome("changed", f"pid {pid} is now another session (started {started}, "
+                           f"user {other.user or '-'}); nothing ended", EXIT_FAILURE,
+                           now={**other.as_dict(), "backend_start": started})
+        if not ended[0]:
+            return outcome("refused", f"pid {pid}: PostgreSQL refused to {verb} it (not "
+                           f"allowed for this role, or gone at that instant)", EXIT_FAILURE)
         if args.cancel:
             return outcome("cancel_sent", f"pid {pid}: cancel sent; its running statement, if "
                            f"any, ends with an error and the session stays", EXIT_OK)
@@ -210,3 +245,27 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
             time.sleep(0.05)
     return outcome("still_there", f"pid {pid}: terminate sent, but the session is still there "
                    f"after {GONE_WAIT:.0f}s; run pgsteady blockers again", EXIT_FAILURE)
+
+
+def confirm(args: argparse.Namespace, verb: str, pid: int, warning: str | None,
+            say: Any) -> bool:
+    """Ask before ending a session, and ask again when ``warning`` (a superuser session, or
+    this command's own). ``--yes`` answers the first question and ``--yes-superuser`` the
+    second; an unanswered one is asked on a terminal, else refused (exit 2)."""
+    questions = [(args.yes, f"{verb} pid {pid}? [y/N] ", "--yes")]
+    if warning is not None:
+        say(f"warning: {warning}")
+        questions.append((args.yes_superuser, f"{warning}: {verb} pid {pid} anyway? [y/N] ",
+                          "--yes-superuser"))
+    for answered, question, _flag in questions:
+        if answered:
+            continue
+        if not sys.stdin.isatty():
+            need = " and ".join(f for a, _, f in questions if not a)
+            raise UsageError(f"refusing to {verb} pid {pid}" + (f" ({warning})" if warning
+                                                                  else "")
+                             + f" without a terminal to confirm on; add {need} to do it "
+                             f"unattended")
+        if input(question).strip().lower() not in ("y", "yes"):
+            return False
+    return True

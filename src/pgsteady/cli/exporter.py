@@ -80,10 +80,7 @@ def register(verbs: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.exposition import start_http_server
-
-    from pgsteady.inspect.exporter import Exporter, ExporterCollector
+    from pgsteady.inspect.exporter import Exporter, serve
 
     if args.scrape_timeout <= 0:
         raise UsageError("--scrape-timeout must be more than 0, e.g. 3s")
@@ -95,10 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
         # A source given in the wrong place is refused now; one that is down may come back.
         refuse_misconfigured(exporter.scrape(quiet=True))
-        registry = CollectorRegistry(auto_describe=False)
-        registry.register(ExporterCollector(exporter))
         try:
-            server, thread = start_http_server(port, host, registry)
+            server = serve(exporter, host, port)
         except OSError as exc:
             raise PgsteadyError(f"cannot listen on {host}:{port}: {exc.strerror}; choose "
                                 f"another --listen") from None
@@ -106,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         previous = {sig: signal.signal(sig, lambda *_: stop.set())
                     for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            bound_host, bound_port = server.server_address[:2]
+            bound_host, bound_port = server.server_address
             print(f"pgsteady exporter: serving http://{_url_host(str(bound_host))}:{bound_port}"
                   f"/metrics ({', '.join(exporter.sources)})", file=sys.stderr, flush=True)
             while not stop.wait(3600):  # until a signal; the server runs on its own thread
@@ -114,9 +109,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            server.shutdown()
-            server.server_close()
-            thread.join(5)
+            server.stop()
     finally:
         exporter.close()
     log.info("exporter stopped")

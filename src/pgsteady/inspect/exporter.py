@@ -15,6 +15,7 @@ so a dead server never piles up connections. The same :class:`Scrape` feeds ``pg
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import threading
@@ -28,7 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.registry import Collector, CollectorRegistry
 
+from pgsteady import _http
 from pgsteady.errors import EXIT_USAGE, PgsteadyError
 from pgsteady.inspect import pgbouncer as bouncer
 from pgsteady.inspect import postgres
@@ -381,3 +385,32 @@ class ExporterCollector:
 
     def describe(self) -> list[Metric]:
         return []  # no scrape at registration time
+
+
+def metrics_app(registry: Collector) -> _http.App:
+    """``GET /metrics`` (any path but ``/favicon.ico``, as prometheus-client serves it), in the
+    format and encoding Prometheus asks for."""
+    def app(request: _http.Request) -> _http.Response:
+        if request.method not in ("GET", "HEAD"):
+            return _http.text(405, "only GET and HEAD")
+        if request.path == "/favicon.ico":
+            return _http.Response(200, [])
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = encoder(registry)
+        headers = [("Content-Type", content_type)]
+        if gzip_accepted(request.headers.get("Accept-Encoding", "")):
+            body = gzip.compress(body)
+            headers.append(("Content-Encoding", "gzip"))
+        return _http.Response(200, headers, body)
+    return app
+
+
+def serve(exporter: Exporter, host: str = "127.0.0.1", port: int = 0,
+          limits: _http.Limits | None = None) -> _http.BoundedServer:
+    """Serve ``exporter``'s ``/metrics`` on a :class:`~pgsteady._http.BoundedServer` (started;
+    OSError if it cannot listen). Not prometheus-client's ``start_http_server``: that one keeps
+    a thread per connection with no header timeout."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ExporterCollector(exporter))
+    return _http.BoundedServer(metrics_app(registry), host, port, limits,
+                               name="pgsteady-exporter-http").start()

@@ -15,6 +15,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -53,6 +54,9 @@ class Session:
     superuser: bool
     query: str
     blocked_by: tuple[int, ...] = ()
+    # Which session holds the pid (a later one may get it): both are compared before ending it.
+    backend_start: datetime | None = None
+    usename: str | None = None  # None for PostgreSQL's own processes, unlike ``user``
 
     @property
     def is_client(self) -> bool:
@@ -482,4 +486,4 @@ def _session(row: Mapping[str, Any]) -> Session:
         row["client_port"], row["backend_type"], row["state"], row["backend_age"],
         row["xact_age"], row["query_age"], row["state_age"], row["wait_event_type"],
         row["wait_event"], row["xmin_age_xids"], row["superuser"], scrub(row["query"]),
-        tuple(row["blocked_by"] or ()))
+        tuple(row["blocked_by"] or ()), row.get("backend_start"), row.get("usename"))

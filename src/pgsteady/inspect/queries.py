@@ -50,8 +50,9 @@ ORDER BY 1, 2, 3
 
 # Every other backend, with ages in seconds and, for the ones waiting on a lock, who blocks
 # them (pg_blocking_pids is called only for those: it reads the whole lock table each time).
-SESSIONS = r"""
-SELECT a.pid, coalesce(a.datname::text, '') AS database, coalesce(a.usename::text, '') AS "user",
+# backend_start and the raw usename tell a session from a later one given the same pid.
+_SESSION_COLUMNS = r"""
+       a.pid, coalesce(a.datname::text, '') AS database, coalesce(a.usename::text, '') AS "user",
        coalesce(a.application_name, '') AS application_name,
        host(a.client_addr) AS client_addr, a.client_port,
        coalesce(a.backend_type, '') AS backend_type, coalesce(a.state, '') AS state,
@@ -64,8 +65,12 @@ SELECT a.pid, coalesce(a.datname::text, '') AS database, coalesce(a.usename::tex
        coalesce(r.rolsuper, false) AS superuser,
        left(regexp_replace(coalesce(a.query, ''), '\s+', ' ', 'g'), %(query_chars)s) AS query,
        CASE WHEN a.wait_event_type = 'Lock' THEN pg_blocking_pids(a.pid)
-            ELSE '{}'::int[] END AS blocked_by
+            ELSE '{}'::int[] END AS blocked_by,
+       a.backend_start, a.usename::text AS usename
 FROM pg_stat_activity a LEFT JOIN pg_roles r ON r.oid = a.usesysid
+"""
+SESSIONS = f"""
+SELECT {_SESSION_COLUMNS}
 WHERE a.pid <> pg_backend_pid()
 ORDER BY a.pid
 """
@@ -131,7 +136,15 @@ WHERE NOT i.indisvalid
 ORDER BY 1, 2
 """
 
-# blockers --terminate / --cancel: the one pid given, nothing else.
+# blockers --terminate / --cancel: the one pid given, nothing else. The session is read on
+# the connection that will end it (so ``own`` is that connection's pid), and ended only if
+# the pid still belongs to the session shown: pids are reused, and the question may wait.
+SESSION = f"""
+SELECT {_SESSION_COLUMNS}
+WHERE a.pid = %(pid)s
+"""
 SESSION_ALIVE = "SELECT count(*) FROM pg_stat_activity WHERE pid = %(pid)s"
-TERMINATE = "SELECT pg_terminate_backend(%(pid)s)"
-CANCEL = "SELECT pg_cancel_backend(%(pid)s)"
+_SAME_SESSION = ("FROM pg_stat_activity WHERE pid = %(pid)s AND backend_start = %(backend_start)s "
+                 "AND usename IS NOT DISTINCT FROM %(usename)s")
+TERMINATE = f"SELECT pg_terminate_backend(pid) {_SAME_SESSION}"
+CANCEL = f"SELECT pg_cancel_backend(pid) {_SAME_SESSION}"

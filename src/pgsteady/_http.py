@@ -1,0 +1,416 @@
+"""A small HTTP/1.1 server with bounds, for ``/metrics`` and the health probes.
+
+Why hand-written: ``http.server.ThreadingHTTPServer`` (and prometheus-client's
+``start_http_server``, which is one) starts a thread per connection and reads headers with no
+timeout, so 300 half-sent requests hold 300 threads for ever, and its listen backlog of 5
+left 1,000 concurrent scrapes retrying SYNs for up to a minute. Here:
+
+- one I/O thread (``selectors``) accepts, reads request headers and watches idle keep-alive
+  connections; a slow or silent client costs a socket and a small buffer, never a thread;
+- a fixed pool of ``workers`` threads runs the app on complete requests only;
+- every phase has a deadline (:class:`Limits`): headers, idle keep-alive, time queued for a
+  worker, writing the answer; past it the connection is closed (or answered 503);
+- at ``max_connections`` open, the connection stalled longest without a complete request
+  is closed to make room (so slow clients cannot lock a scrape out); when none has stalled
+  for a second, or ``queue`` requests already wait, a new one gets an immediate
+  ``503 Retry-After: 1`` and is closed, instead of waiting minutes.
+
+The app is a plain function ``Request -> Response``; no request bodies are accepted (GET and
+HEAD are all ``/metrics`` and ``/health/*`` need).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.message import Message
+from email.parser import BytesHeaderParser
+from http import HTTPStatus
+from typing import Self
+
+log = logging.getLogger("pgsteady.http")
+
+SWEEP_EVERY = 0.1  # seconds between checks for connections past their deadline
+LISTEN_BACKLOG = 1024  # the kernel caps it at net.core.somaxconn
+EVICT_AFTER = 1.0  # at the connection cap, one waiting this long without a request may go
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The server's bounds: threads, connections and the deadline of each phase (seconds)."""
+
+    workers: int = 4  # threads running the app; the server has one more for I/O
+    max_connections: int = 256  # open at once; more are answered 503 and closed
+    queue: int = 64  # complete requests waiting for a worker; more are answered 503
+    header_timeout: float = 5.0  # from accept (or the last answer) to a complete header block
+    idle_timeout: float = 15.0  # a keep-alive connection with no new request is closed
+    queue_timeout: float = 5.0  # a request that waited longer for a worker is answered 503
+    write_timeout: float = 10.0  # sending one answer
+    max_header_bytes: int = 16 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "max_connections", "queue", "max_header_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Limits.{name} must be at least 1")
+        for name in ("header_timeout", "idle_timeout", "queue_timeout", "write_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Limits.{name} must be more than 0 seconds")
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    target: str  # path and query, as sent
+    version: str  # HTTP/1.0 or HTTP/1.1
+    headers: Message
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+
+
+App = Callable[[Request], Response]
+
+
+@dataclass(eq=False)
+class _Conn:
+    sock: socket.socket
+    buffer: bytearray = field(default_factory=bytearray)
+    deadline: float = 0.0
+    waiting: bool = False  # idle keep-alive (True) or within a request's headers (False)
+    since: float = field(default_factory=time.monotonic)  # accepted, or last answered
+    queued_at: float = 0.0
+
+
+def _raw(status: int, headers: list[tuple[str, str]], body: bytes, *, head: bool = False,
+         keep_alive: bool = False) -> bytes:
+    phrase = HTTPStatus(status).phrase
+    lines = [f"HTTP/1.1 {status} {phrase}"]
+    lines += [f"{name}: {value}" for name, value in headers
+              if name.lower() not in ("content-length", "connection")]
+    lines.append(f"Content-Length: {len(body)}")
+    lines.append("Connection: " + ("keep-alive" if keep_alive else "close"))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head else body)
+
+
+def _refusal(status: int, text: str) -> bytes:
+    return _raw(status, [("Content-Type", "text/plain; charset=utf-8"), ("Retry-After", "1")],
+                text.encode() + b"\n")
+
+
+class BoundedServer:
+    """Serve ``app`` on ``host:port`` within ``limits`` (see the module doc).
+
+    ``start()`` starts the I/O thread and the workers; ``stop()`` closes everything."""
+
+    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 0,
+                 limits: Limits | None = None, *, name: str = "pgsteady-http") -> None:
+        self.app = app
+        self.limits = limits or Limits()
+        self.name = name
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind((host, port))
+            self._listener.listen(LISTEN_BACKLOG)
+        except OSError:
+            self._listener.close()
+            raise
+        self._listener.setblocking(False)
+        self.server_address: tuple[str, int] = self._listener.getsockname()[:2]
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._returned: queue.SimpleQueue[_Conn] = queue.SimpleQueue()  # from workers
+        self._work: queue.Queue[tuple[_Conn, Request] | None] = queue.Queue(self.limits.queue)
+        self._open: set[_Conn] = set()  # every connection not yet closed, wherever it is
+        self._open_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._threads = [threading.Thread(target=self._io_loop, name=f"{name}-io", daemon=True)]
+        self._threads += [threading.Thread(target=self._worker, name=f"{name}-worker-{i}",
+                                           daemon=True) for i in range(self.limits.workers)]
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+    @property
+    def threads(self) -> int:
+        """Threads this server runs: the I/O thread and the workers, whatever the load."""
+        return sum(t.is_alive() for t in self._threads)
+
+    def start(self) -> Self:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self, wait: float = 5.0) -> None:
+        """Stop accepting, close every connection, and wait up to ``wait`` s for the threads
+        (a worker inside a slow app call finishes it on its daemon thread)."""
+        self._stopping.set()
+        self._wake()
+        for _ in range(self.limits.workers):
+            try:
+                self._work.put_nowait(None)
+            except queue.Full:
+                break  # the workers also check _stopping after each request
+        deadline = time.monotonic() + wait
+        for thread in self._threads:
+            if thread.ident is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        with self._open_lock:
+            leftover, self._open = self._open, set()
+        for conn in leftover:
+            conn.sock.close()
+        self._listener.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the I/O thread ------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # already woken (buffer full) or closed
+            self._wake_w.send(b"x")
+
+    def _io_loop(self) -> None:
+        sel = self._selector
+        sel.register(self._listener, selectors.EVENT_READ, "accept")
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        next_sweep = time.monotonic() + SWEEP_EVERY
+        try:
+            while not self._stopping.is_set():
+                for key, _ in sel.select(timeout=max(0.0, next_sweep - time.monotonic())):
+                    if key.data == "accept":
+                        self._accept()
+                    elif key.data == "wake":
+                        self._drain_wake()
+                    else:
+                        self._read(key.data)
+                now = time.monotonic()
+                if now >= next_sweep:
+                    self._sweep(now)
+                    next_sweep = now + SWEEP_EVERY
+        except Exception:
+            log.exception("%s: the I/O thread failed; no more connections are served",
+                          self.name)
+        finally:
+            sel.close()
+
+    def _accept(self) -> None:
+        for _ in range(LISTEN_BACKLOG):  # bounded: other connections get their turn
+            try:
+                sock, _addr = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. out of file descriptors: keep serving the others
+                log.warning("%s: accept failed: %s", self.name, exc)
+                return
+            with self._open_lock:
+                full = len(self._open) >= self.limits.max_connections
+            if full and not self._evict_stalest():
+                self._refuse(sock, "too many connections")
+                continue
+            sock.setblocking(False)
+            conn = _Conn(sock, deadline=time.monotonic() + self.limits.header_timeout)
+            with self._open_lock:
+                self._open.add(conn)
+            self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _evict_stalest(self) -> bool:
+        """At the cap, close the connection that has waited longest without a complete request
+        (half-sent or idle), if it has waited ``EVICT_AFTER`` s: slow clients holding every
+        slot must not lock out a scrape. Fresh ones (a burst's) are never evicted."""
+        waiting = [key.data for key in self._selector.get_map().values()
+                   if isinstance(key.data, _Conn)]
+        if not waiting:
+            return False
+        stalest = min(waiting, key=lambda conn: conn.since)
+        if time.monotonic() - stalest.since < EVICT_AFTER:
+            return False
+        log.debug("%s: at %d connections, closing the one waiting longest", self.name,
+                  self.limits.max_connections)
+        self._close(stalest)
+        return True
+
+    def _refuse(self, sock: socket.socket, why: str) -> None:
+        """Answer 503 without waiting for the client (what fits the socket buffer), close.
+        What the client already sent is read first: closing over unread bytes would send a
+        reset that can discard the answer before the client reads it."""
+        with contextlib.suppress(OSError):
+            sock.setblocking(False)
+            sock.recv(65536)
+        with contextlib.suppress(OSError):
+            sock.send(_refusal(503, f"busy: {why}; retry"))
+        sock.close()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        while True:
+            try:
+                conn = self._returned.get_nowait()
+            except queue.Empty:
+                return
+            conn.sock.setblocking(False)
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            if conn.buffer:  # a pipelined request already read
+                self._parse(conn)
+
+    def _read(self, conn: _Conn) -> None:
+        try:
+            chunk = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close(conn)
+            return
+        if conn.waiting:  # the first byte of a new request: its headers' clock starts now
+            conn.waiting = False
+            conn.deadline = time.monotonic() + self.limits.header_timeout
+        conn.buffer += chunk
+        self._parse(conn)
+
+    def _parse(self, conn: _Conn) -> None:
+        end = conn.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            if len(conn.buffer) > self.limits.max_header_bytes:
+                self._answer_and_close(conn, 431, "request headers too large")
+            return
+        head, rest = bytes(conn.buffer[:end]), conn.buffer[end + 4:]
+        request = _request(head)
+        if request is None:
+            self._answer_and_close(conn, 400, "bad request")
+            return
+        length = request.headers.get("Content-Length", "0").strip()
+        if request.headers.get("Transfer-Encoding") or length not in ("", "0"):
+            self._answer_and_close(conn, 413, "no request body is accepted here")
+            return
+        conn.buffer = rest
+        self._selector.unregister(conn.sock)
+        conn.queued_at = time.monotonic()
+        try:
+            self._work.put_nowait((conn, request))
+        except queue.Full:
+            self._forget(conn)
+            self._refuse(conn.sock, "too many requests queued")
+
+    def _answer_and_close(self, conn: _Conn, status: int, text: str) -> None:
+        self._selector.unregister(conn.sock)
+        self._forget(conn)
+        with contextlib.suppress(OSError):
+            conn.sock.send(_refusal(status, text))
+        conn.sock.close()
+
+    def _sweep(self, now: float) -> None:
+        """Close the connections in the selector past their header or idle deadline."""
+        expired = [key.data for key in self._selector.get_map().values()
+                   if isinstance(key.data, _Conn) and key.data.deadline <= now]
+        for conn in expired:
+            log.debug("%s: closing a connection %s", self.name,
+                      "idle too long" if conn.waiting else "that sent no complete request")
+            self._close(conn)
+
+    def _close(self, conn: _Conn) -> None:
+        self._selector.unregister(conn.sock)
+        self._forget(conn)
+        conn.sock.close()
+
+    def _forget(self, conn: _Conn) -> None:
+        with self._open_lock:
+            self._open.discard(conn)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def _worker(self) -> None:
+        while not self._stopping.is_set():
+            item = self._work.get()
+            if item is None:
+                return
+            conn, request = item
+            try:
+                keep = self._serve(conn, request)
+            except OSError as exc:  # the client left, or read too slowly
+                log.debug("%s: sending to a client failed: %s", self.name, exc)
+                keep = False
+            except Exception:
+                log.exception("%s: answering %s %s failed", self.name, request.method,
+                              request.path)
+                keep = False
+            if keep and not self._stopping.is_set():
+                conn.waiting = True
+                conn.since = time.monotonic()
+                conn.deadline = conn.since + self.limits.idle_timeout
+                self._returned.put(conn)
+                self._wake()
+            else:
+                self._forget(conn)
+                conn.sock.close()
+
+    def _serve(self, conn: _Conn, request: Request) -> bool:
+        """Answer one request; True to keep the connection for another."""
+        if time.monotonic() - conn.queued_at > self.limits.queue_timeout:
+            conn.sock.settimeout(self.limits.write_timeout)
+            conn.sock.sendall(_refusal(503, "busy: waited too long for a worker; retry"))
+            return False
+        try:
+            response = self.app(request)
+        except Exception:
+            log.exception("%s: %s %s failed", self.name, request.method, request.path)
+            response = Response(500, [("Content-Type", "text/plain; charset=utf-8")],
+                                b"internal error\n")
+        connection = request.headers.get("Connection", "").lower()
+        keep_alive = (request.version == "HTTP/1.1" and "close" not in connection) or \
+            (request.version == "HTTP/1.0" and "keep-alive" in connection)
+        data = _raw(response.status, response.headers, response.body,
+                    head=request.method == "HEAD", keep_alive=keep_alive)
+        conn.sock.settimeout(self.limits.write_timeout)
+        conn.sock.sendall(data)
+        return keep_alive
+
+
+_HEADERS = BytesHeaderParser()
+
+
+def _request(head: bytes) -> Request | None:
+    """Parse a request line and its header block; None if it is not HTTP/1.x."""
+    line, _, rest = head.partition(b"\r\n")
+    parts = line.decode("latin-1").split()
+    if len(parts) != 3 or parts[2] not in ("HTTP/1.0", "HTTP/1.1"):
+        return None
+    try:
+        headers = _HEADERS.parsebytes(rest + b"\r\n\r\n")
+    except Exception:  # the parser is lenient; this is a last guard against a bad header
+        return None
+    return Request(parts[0].upper(), parts[1], parts[2], headers)
+
+
+def text(status: int, body: str) -> Response:
+    """A plain-text answer."""
+    return Response(status, [("Content-Type", "text/plain; charset=utf-8")], body.encode())
