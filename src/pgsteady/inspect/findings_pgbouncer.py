@@ -180,7 +180,7 @@ def _server_login_retry(snap: BouncerSnapshot, th: Thresholds) -> list[Finding]:
     """After a failed server login (PostgreSQL restarting, max_connections full) PgBouncer
     waits ``server_login_retry`` before its next try: with the 15 s default, nothing is
     answered through it for up to 15 s after PostgreSQL is back (~13 s measured)."""
-    value = _seconds(snap.setting("server_login_retry", "15"))
+    value = _seconds(snap.setting("server_login_retry"))  # not shown: nothing to judge
     if value is None or value <= th.server_login_retry:
         return []
     return [Finding(
