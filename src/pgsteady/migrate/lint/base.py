@@ -55,7 +55,8 @@ class Context:
     """What the engine knows about the file so far, before the current statement."""
 
     __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
-                 "fk_targets_in_transaction", "in_do_block", "lock_timeout_set",
+                 "fk_targets_in_transaction", "implicit_transaction", "in_do_block",
+                 "lock_timeout_set",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
                  "pg_version", "proven_not_null", "reported", "schema", "source",
                  "statement_timeout_set", "transaction_depth", "validated_elsewhere")
@@ -67,6 +68,10 @@ class Context:
         self.assume_runner_timeouts = assume_runner_timeouts
         self.assume_in_transaction = assume_in_transaction
         self.transaction_depth = 0
+        # True when the runner sends the file as one multi-statement query (Prisma,
+        # golang-migrate): its transaction is PostgreSQL's implicit one, which a BEGIN turns
+        # into an explicit block (no nesting, no warning) and a COMMIT ends early.
+        self.implicit_transaction = False
         self.lock_timeout_set = False
         self.statement_timeout_set = False
         # The schema replayed so far: tables (new ones too), columns and their types, views.
@@ -360,3 +365,4 @@ def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
                 found.extend(constraints(definition["ColumnDef"]))
     return tuple(c["pktable"] for c in found
                  if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable"))
+
