@@ -10,7 +10,16 @@ import pytest
 from _cases import CASES, lint_case
 from psycopg.pq import TransactionStatus
 
+from pgsteady.migrate.lint.config import LintConfig
+from pgsteady.migrate.lint.engine import Linter
+
 ONE_QUERY = sorted((CASES / "transaction-nesting").glob("one_query_*.sql"))
+
+
+def found(sql: str, rule: str, **config: object) -> list[tuple[int, str]]:
+    """(line, message) of each finding of ``rule`` in ``sql``."""
+    report = Linter(LintConfig(**config)).lint_text(sql)  # type: ignore[arg-type]
+    return [(f.line, f.message) for f in report.findings if f.rule == rule]
 
 
 @pytest.mark.parametrize("case", ONE_QUERY, ids=[p.stem for p in ONE_QUERY])
@@ -30,3 +39,30 @@ def test_one_query_files_are_judged_as_the_server_runs_them(pgsteady_database, c
     reported = [f for f in lint_case(sql, str(case)).findings if f.rule == "transaction-nesting"]
     assert bool(reported) == bool(warnings or left_open), (warnings, left_open, reported)
     assert case.stem.endswith("_bad") == bool(reported)
+
+
+def test_table_created_in_an_open_transaction_is_invisible_to_other_sessions(pgsteady_database):
+    """No other session can lock a table created in a transaction still open, so lint asks no timeout for it."""
+    with psycopg.connect(pgsteady_database.dsn) as creator, \
+            psycopg.connect(pgsteady_database.dsn) as other:
+        creator.execute("CREATE TABLE teams (id bigint PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            other.execute("LOCK TABLE teams IN ACCESS SHARE MODE NOWAIT")
+        creator.execute("CREATE INDEX teams_id_idx ON teams (id)")
+        creator.rollback()
+    sql = ("CREATE TABLE teams (id bigint PRIMARY KEY);\n"
+           "CREATE INDEX teams_id_idx ON teams (id);\n")
+    for rule in ("require-lock-timeout", "require-statement-timeout"):
+        assert found(sql, rule, assume_runner_timeouts=False) == []
+
+
+@pytest.mark.parametrize("rule", ["require-lock-timeout", "require-statement-timeout"])
+def test_timeout_finding_points_at_the_existing_table(rule: str):
+    """A file that builds new tables and then locks an existing one (a foreign key to it) is reported there."""
+    sql = ("CREATE TABLE teams (id bigint PRIMARY KEY, owner_id bigint);\n"
+           "CREATE INDEX teams_owner_idx ON teams (owner_id);\n"
+           "ALTER TABLE teams ADD CONSTRAINT teams_parent_fk FOREIGN KEY (owner_id) "
+           "REFERENCES teams (id);\n"
+           "CREATE TABLE members (team_id bigint REFERENCES teams, user_id bigint REFERENCES users);\n"
+           "ALTER TABLE users ADD COLUMN nickname text;\n")
+    assert [line for line, _ in found(sql, rule, assume_runner_timeouts=False)] == [4]

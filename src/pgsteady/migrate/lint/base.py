@@ -366,3 +366,62 @@ def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     return tuple(c["pktable"] for c in found
                  if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable"))
 
+
+# ALTER TABLE subcommands whose definition names a second table the statement locks.
+_SECOND_TABLE = {"AT_AttachPartition": "PartitionCmd", "AT_DetachPartition": "PartitionCmd",
+                 "AT_AddInherit": "RangeVar", "AT_DropInherit": "RangeVar"}
+# Statements whose lock falls on the one table in their ``relation`` (or ``table``) field.
+_ONE_TABLE = frozenset({"IndexStmt", "ClusterStmt", "CreateTrigStmt", "RefreshMatViewStmt",
+                        "RuleStmt", "UpdateStmt", "DeleteStmt"})
+_RENAMED_ON_TABLE = frozenset({"OBJECT_TABLE", "OBJECT_COLUMN", "OBJECT_TABCONSTRAINT",
+                               "OBJECT_TRIGGER", "OBJECT_POLICY", "OBJECT_RULE"})
+
+
+def locked_tables(kind: str, stmt: Node) -> tuple[Node, ...] | None:
+    """The tables (RangeVars) a statement locks; None when it cannot be told from the text
+    (a DROP, an index renamed, a CASCADE that reaches further)."""
+    relation = stmt.get("relation")
+    if kind == "AlterTableStmt":
+        if stmt.get("objtype") != "OBJECT_TABLE" or not relation:
+            return None
+        found = [relation, *foreign_key_targets(kind, stmt)]
+        for subtype, cmd in alter_commands(stmt):
+            field = _SECOND_TABLE.get(subtype)
+            if field is not None:
+                definition = (cmd.get("def") or {}).get(field) or {}
+                other = definition.get("name") if field == "PartitionCmd" else definition
+                if not other:
+                    return None
+                found.append(other)
+        return tuple(found)
+    if kind == "CreateStmt":  # the tables its foreign keys reference, and its parents
+        parents = [p["RangeVar"] for p in stmt.get("inhRelations") or () if "RangeVar" in p]
+        return (*foreign_key_targets(kind, stmt), *parents)
+    if kind == "RenameStmt":
+        return (relation,) if relation and stmt.get("renameType") in _RENAMED_ON_TABLE else None
+    if kind in ("LockStmt", "TruncateStmt"):
+        if stmt.get("behavior") == "DROP_CASCADE":
+            return None
+        return tuple(r["RangeVar"] for r in stmt.get("relations") or () if "RangeVar" in r)
+    if kind == "VacuumStmt":
+        return tuple(r["VacuumRelation"]["relation"] for r in stmt.get("rels") or ()
+                     if r.get("VacuumRelation", {}).get("relation")) or None
+    if kind == "ReindexStmt":
+        return (relation,) if relation and stmt.get("kind") == "REINDEX_OBJECT_TABLE" else None
+    if kind == "CreatePolicyStmt":
+        return (stmt["table"],) if stmt.get("table") else None
+    if kind in _ONE_TABLE:
+        return (relation,) if relation else None
+    return None
+
+
+def only_new_tables(kind: str, stmt: Node, ctx: Context) -> bool:
+    """True if every table the statement locks was created earlier in the change checked.
+
+    Nobody else can be waiting on such a table: inside the transaction that created it, no
+    other session can even see it; run statement by statement, it became visible a moment
+    ago to sessions that have no reason to use it yet. Its lock is granted at once, and it
+    holds only the rows this change wrote.
+    """
+    tables = locked_tables(kind, stmt)
+    return bool(tables) and all(ctx.is_new_table(table) for table in tables or ())
