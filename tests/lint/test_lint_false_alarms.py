@@ -11,7 +11,7 @@ from _cases import CASES, lint_case
 from psycopg.pq import TransactionStatus
 
 from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.engine import Linter
+from pgsteady.migrate.lint.engine import Linter, Unit
 
 ONE_QUERY = sorted((CASES / "transaction-nesting").glob("one_query_*.sql"))
 
@@ -66,3 +66,18 @@ def test_timeout_finding_points_at_the_existing_table(rule: str):
            "CREATE TABLE members (team_id bigint REFERENCES teams, user_id bigint REFERENCES users);\n"
            "ALTER TABLE users ADD COLUMN nickname text;\n")
     assert [line for line, _ in found(sql, rule, assume_runner_timeouts=False)] == [4]
+
+
+def test_set_not_null_on_a_column_already_not_null_is_not_reported():
+    """SET NOT NULL is reported for a nullable column only, not for one created NOT NULL or a key's."""
+    history = ("CREATE TABLE accounts (id text NOT NULL, email text NOT NULL, nick text, "
+               "CONSTRAINT accounts_pkey PRIMARY KEY (id));\n")
+    sql = ("ALTER TABLE accounts ALTER COLUMN id SET NOT NULL;\n"
+           "ALTER TABLE accounts ALTER COLUMN email SET NOT NULL;\n"
+           "ALTER TABLE accounts ALTER COLUMN nick SET NOT NULL;\n")
+    linter = Linter(LintConfig())
+    report = linter.lint_units([Unit("m.sql", sql)], history=[Unit("h.sql", history)]).files[0]
+    hits = [(f.line, f.message) for f in report.findings
+            if f.rule == "set-not-null-without-check"]
+    assert [line for line, _ in hits] == [3]
+    assert "accounts.nick" in hits[0][1]
