@@ -81,3 +81,22 @@ def test_set_not_null_on_a_column_already_not_null_is_not_reported():
             if f.rule == "set-not-null-without-check"]
     assert [line for line, _ in hits] == [3]
     assert "accounts.nick" in hits[0][1]
+
+
+def test_multiple_foreign_keys_reported_once_per_transaction():
+    """Three foreign keys to three existing tables, one per statement, are one finding."""
+    sql = (CASES / "multiple-foreign-keys" / "three_alters_bad.sql").read_text()
+    hits = found(sql, "multiple-foreign-keys")
+    assert [line for line, _ in hits] == [2]
+    assert "(customers, products)" in hits[0][1]
+
+
+def test_multiple_foreign_keys_reported_again_in_a_new_transaction():
+    """Each explicit transaction that locks two referenced tables gets its own finding."""
+    block = ("BEGIN;\n"
+             "ALTER TABLE orders ADD CONSTRAINT a_fk FOREIGN KEY (a) REFERENCES customers (id);\n"
+             "ALTER TABLE orders ADD CONSTRAINT b_fk FOREIGN KEY (b) REFERENCES products (id);\n"
+             "ALTER TABLE orders ADD CONSTRAINT c_fk FOREIGN KEY (c) REFERENCES stores (id);\n"
+             "COMMIT;\n")
+    hits = found(block * 2, "multiple-foreign-keys", assume_in_transaction=False)
+    assert [line for line, _ in hits] == [3, 8]
