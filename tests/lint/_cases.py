@@ -1,7 +1,8 @@
 """The ok/bad SQL cases under ``cases/<rule-id>/``, and the settings a case may ask for.
 
 A case's first line may set configuration for it:
-``-- pgsteady-test: assume_runner_timeouts=false pg_version=10``. Lines above a line
+``-- pgsteady-test: assume_runner_timeouts=false pg_version=10``; ``runner=prisma`` lints it as
+that tool runs it (one multi-statement query: an implicit transaction). Lines above a line
 ``-- pgsteady-test: above ran in an earlier migration`` are history: replayed into the schema
 model (so the case can show a column's old type or a table that already exists), not linted.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pgsteady.migrate.lint import runners
 from pgsteady.migrate.lint.config import LintConfig
 from pgsteady.migrate.lint.engine import FileReport, Linter, Unit
 
@@ -46,7 +48,12 @@ def split_history(sql: str) -> tuple[str, str]:
 def lint_case(sql: str, path: str = "<case>") -> FileReport:
     """Lint a case as a migration after its history, with the settings it asks for."""
     history, body = split_history(sql)
-    linter = Linter(config_for(sql))
+    config = config_for(sql)
+    linter = Linter(config)
+    unit = Unit(path, body)
+    if config.runner != "auto":
+        unit = runners.unit(Path(path), body, config.runner)
     if not history:
-        return linter.lint_text(body, path)
-    return linter.lint_units([Unit(path, body)], history=[Unit("history", history)]).files[0]
+        return linter.lint_text(unit.text, path, in_transaction=unit.in_transaction,
+                                runner_timeouts=unit.runner_timeouts)
+    return linter.lint_units([unit], history=[Unit("history", history)]).files[0]

@@ -55,7 +55,8 @@ class Context:
     """What the engine knows about the file so far, before the current statement."""
 
     __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
-                 "fk_targets_in_transaction", "in_do_block", "lock_timeout_set",
+                 "fk_targets_in_transaction", "implicit_transaction", "in_do_block",
+                 "lock_timeout_set",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
                  "pg_version", "proven_not_null", "reported", "schema", "source",
                  "statement_timeout_set", "transaction_depth", "validated_elsewhere")
@@ -67,6 +68,10 @@ class Context:
         self.assume_runner_timeouts = assume_runner_timeouts
         self.assume_in_transaction = assume_in_transaction
         self.transaction_depth = 0
+        # True when the runner sends the file as one multi-statement query (Prisma,
+        # golang-migrate): its transaction is PostgreSQL's implicit one, which a BEGIN turns
+        # into an explicit block (no nesting, no warning) and a COMMIT ends early.
+        self.implicit_transaction = False
         self.lock_timeout_set = False
         self.statement_timeout_set = False
         # The schema replayed so far: tables (new ones too), columns and their types, views.
@@ -360,3 +365,63 @@ def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
                 found.extend(constraints(definition["ColumnDef"]))
     return tuple(c["pktable"] for c in found
                  if c.get("contype") == "CONSTR_FOREIGN" and c.get("pktable"))
+
+
+# ALTER TABLE subcommands whose definition names a second table the statement locks.
+_SECOND_TABLE = {"AT_AttachPartition": "PartitionCmd", "AT_DetachPartition": "PartitionCmd",
+                 "AT_AddInherit": "RangeVar", "AT_DropInherit": "RangeVar"}
+# Statements whose lock falls on the one table in their ``relation`` (or ``table``) field.
+_ONE_TABLE = frozenset({"IndexStmt", "ClusterStmt", "CreateTrigStmt", "RefreshMatViewStmt",
+                        "RuleStmt", "UpdateStmt", "DeleteStmt"})
+_RENAMED_ON_TABLE = frozenset({"OBJECT_TABLE", "OBJECT_COLUMN", "OBJECT_TABCONSTRAINT",
+                               "OBJECT_TRIGGER", "OBJECT_POLICY", "OBJECT_RULE"})
+
+
+def locked_tables(kind: str, stmt: Node) -> tuple[Node, ...] | None:
+    """The tables (RangeVars) a statement locks; None when it cannot be told from the text
+    (a DROP, an index renamed, a CASCADE that reaches further)."""
+    relation = stmt.get("relation")
+    if kind == "AlterTableStmt":
+        if stmt.get("objtype") != "OBJECT_TABLE" or not relation:
+            return None
+        found = [relation, *foreign_key_targets(kind, stmt)]
+        for subtype, cmd in alter_commands(stmt):
+            field = _SECOND_TABLE.get(subtype)
+            if field is not None:
+                definition = (cmd.get("def") or {}).get(field) or {}
+                other = definition.get("name") if field == "PartitionCmd" else definition
+                if not other:
+                    return None
+                found.append(other)
+        return tuple(found)
+    if kind == "CreateStmt":  # the tables its foreign keys reference, and its parents
+        parents = [p["RangeVar"] for p in stmt.get("inhRelations") or () if "RangeVar" in p]
+        return (*foreign_key_targets(kind, stmt), *parents)
+    if kind == "RenameStmt":
+        return (relation,) if relation and stmt.get("renameType") in _RENAMED_ON_TABLE else None
+    if kind in ("LockStmt", "TruncateStmt"):
+        if stmt.get("behavior") == "DROP_CASCADE":
+            return None
+        return tuple(r["RangeVar"] for r in stmt.get("relations") or () if "RangeVar" in r)
+    if kind == "VacuumStmt":
+        return tuple(r["VacuumRelation"]["relation"] for r in stmt.get("rels") or ()
+                     if r.get("VacuumRelation", {}).get("relation")) or None
+    if kind == "ReindexStmt":
+        return (relation,) if relation and stmt.get("kind") == "REINDEX_OBJECT_TABLE" else None
+    if kind == "CreatePolicyStmt":
+        return (stmt["table"],) if stmt.get("table") else None
+    if kind in _ONE_TABLE:
+        return (relation,) if relation else None
+    return None
+
+
+def only_new_tables(kind: str, stmt: Node, ctx: Context) -> bool:
+    """True if every table the statement locks was created earlier in the change checked.
+
+    Nobody else can be waiting on such a table: inside the transaction that created it, no
+    other session can even see it; run statement by statement, it became visible a moment
+    ago to sessions that have no reason to use it yet. Its lock is granted at once, and it
+    holds only the rows this change wrote.
+    """
+    tables = locked_tables(kind, stmt)
+    return bool(tables) and all(ctx.is_new_table(table) for table in tables or ())

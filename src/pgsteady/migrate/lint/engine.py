@@ -281,6 +281,7 @@ class Linter:
         try:
             if in_transaction is None:
                 in_transaction, statements = _lone_statement_outside(statements)
+                ctx.implicit_transaction = in_transaction
             ctx.assume_in_transaction = in_transaction
             for statement in statements:
                 if not statement.embedded:

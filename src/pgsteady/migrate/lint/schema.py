@@ -119,9 +119,12 @@ def _widens(old: ColumnType, new: ColumnType) -> bool:
 
 
 class Table(Record):
-    """What is known about one table. ``columns`` is complete only if ``complete``."""
+    """What is known about one table. ``columns`` is complete only if ``complete``;
+    ``not_null`` holds the columns known to be NOT NULL (declared so, a primary key's,
+    an identity or serial column), never more."""
 
-    __slots__ = ("columns", "complete", "created_in", "partition_of", "partitioned")
+    __slots__ = ("columns", "complete", "created_in", "not_null", "partition_of",
+                 "partitioned")
     __hash__ = None  # type: ignore[assignment]  # changes after it is made
 
     def __init__(self, columns: dict[str, ColumnType | None] | None = None, *,
@@ -132,6 +135,7 @@ class Table(Record):
         self.complete = complete
         self.partition_of = partition_of
         self.partitioned = partitioned
+        self.not_null: set[str] = set()
 
 
 class Schema(Record):
@@ -250,6 +254,9 @@ class Schema(Record):
             if column is not None:
                 table.columns[str(column.get("colname", ""))] = column_type(
                     column.get("typeName"))
+                _learn_not_null(table, column)
+            elif "Constraint" in element:
+                table.not_null.update(_primary_key_columns(element["Constraint"]))
             elif "TableLikeClause" in element:
                 table.complete = False
         if stmt.get("ofTypename"):
@@ -261,6 +268,7 @@ class Schema(Record):
             if parent is not None:
                 table.columns = {**parent.columns, **table.columns}
                 table.complete = parent.complete
+                table.not_null |= parent.not_null
         elif parents:
             table.complete = False
         table.partitioned = bool(stmt.get("partspec"))
@@ -341,6 +349,9 @@ class Schema(Record):
             old = str(stmt.get("subname", ""))
             if table is not None and old in table.columns:
                 table.columns[new] = table.columns.pop(old)
+            if table is not None and old in table.not_null:
+                table.not_null.discard(old)
+                table.not_null.add(new)
         elif kind == "OBJECT_VIEW":
             key = self.key(relation, self.views)
             if key in self.views:
@@ -383,10 +394,19 @@ class Schema(Record):
             name = str(cmd.get("name", ""))
             if subtype == "AT_AddColumn" and "ColumnDef" in definition:
                 column = definition["ColumnDef"]
-                table.columns.setdefault(str(column.get("colname", "")),
-                                         column_type(column.get("typeName")))
+                colname = str(column.get("colname", ""))
+                if colname not in table.columns:
+                    table.columns[colname] = column_type(column.get("typeName"))
+                    _learn_not_null(table, column)
             elif subtype == "AT_DropColumn":
                 table.columns.pop(name, None)
+                table.not_null.discard(name)
+            elif subtype == "AT_SetNotNull":
+                table.not_null.add(name)
+            elif subtype == "AT_DropNotNull":
+                table.not_null.discard(name)
+            elif subtype == "AT_AddConstraint" and "Constraint" in definition:
+                table.not_null.update(_primary_key_columns(definition["Constraint"]))
             elif subtype == "AT_AlterColumnType" and "ColumnDef" in definition:
                 table.columns[name] = column_type(definition["ColumnDef"].get("typeName"))
 
@@ -405,6 +425,26 @@ class Schema(Record):
                 fields = arg.get("ColumnRef", {}).get("fields") or ()
                 path.extend(f["String"]["sval"] for f in fields if "String" in f)
         self.search_path = tuple(p.strip() for p in path) or ("public",)
+
+
+_SERIALS = frozenset({"serial", "serial2", "serial4", "serial8", "smallserial", "bigserial"})
+
+
+def _learn_not_null(table: Table, column: Node) -> None:
+    """Note a new column as NOT NULL if its definition makes it so."""
+    kinds = {c.get("Constraint", {}).get("contype") for c in column.get("constraints") or ()}
+    names = [n["String"]["sval"] for n in (column.get("typeName") or {}).get("names") or ()
+             if "String" in n]
+    if kinds & {"CONSTR_NOTNULL", "CONSTR_PRIMARY", "CONSTR_IDENTITY"} or column.get(
+            "is_not_null") or (len(names) == 1 and names[0].lower() in _SERIALS):
+        table.not_null.add(str(column.get("colname", "")))
+
+
+def _primary_key_columns(constraint: Node) -> list[str]:
+    """The columns a PRIMARY KEY constraint makes NOT NULL (none known for USING INDEX)."""
+    if constraint.get("contype") != "CONSTR_PRIMARY":
+        return []
+    return [k["String"]["sval"] for k in constraint.get("keys") or () if "String" in k]
 
 
 _HANDLERS = {

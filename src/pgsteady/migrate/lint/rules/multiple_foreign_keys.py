@@ -5,7 +5,9 @@ and the transaction keeps every such lock until it ends. One migration adding re
 ``customers``, ``products`` and ``warehouses`` blocks writes to all three for its whole
 duration, and is that much likelier to queue behind someone's long query. strong_migrations
 reports it too. Add each foreign key in its own migration. Tables created in the same change
-do not count: nobody else is writing to them yet.
+do not count: nobody else is writing to them yet. Reported once per transaction, at the
+statement whose foreign keys bring it to two tables (a Prisma migration adds each key in a
+statement of its own: the third and later keys add no finding of their own).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     if not ctx.in_transaction:
         return
     targets = [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
-    new = [t for t in dict.fromkeys(targets) if t not in ctx.fk_targets_in_transaction]
-    if new and len(ctx.fk_targets_in_transaction) + len(new) >= 2:
-        locked = sorted(ctx.fk_targets_in_transaction | set(new))
+    before = ctx.fk_targets_in_transaction
+    locked_now = before | set(targets)
+    if len(before) < 2 <= len(locked_now):  # once per transaction, where it reaches two
+        locked = sorted(locked_now)
         yield Hit(", ".join(f"{schema}.{name}" if schema != "public" else name
                             for schema, name in locked))

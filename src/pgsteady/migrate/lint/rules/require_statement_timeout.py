@@ -4,14 +4,23 @@ Once it has its locks, a migration statement that turns out slow (a scan, a rewr
 backfill) holds them until it ends; with ``statement_timeout`` it is cancelled and rolled
 back instead. ``pgsteady migrate`` sets one for every migration, so the rule is silent by
 default (``assume_runner_timeouts = true``); turn that off for files run by other tools.
-Reported once per file.
+Reported once per file, at the first such statement on a table the change did not create:
+a table created earlier in the change (an init migration) is nobody else's yet, so holding
+its lock blocks no one, and it holds only rows the change wrote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.migrate.lint.base import LOCKING_STATEMENTS, Context, Hit, Node, takes_blocking_lock
+from pgsteady.migrate.lint.base import (
+    LOCKING_STATEMENTS,
+    Context,
+    Hit,
+    Node,
+    only_new_tables,
+    takes_blocking_lock,
+)
 
 ID = "require-statement-timeout"
 MESSAGE = "a statement that takes a table lock runs with no statement_timeout set"
@@ -26,5 +35,7 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
         return
     if kind in LOCKING_STATEMENTS and not takes_blocking_lock(kind, stmt):
         return
+    if only_new_tables(kind, stmt, ctx):
+        return  # a table this change created: nobody else holds or waits for its lock
     ctx.reported.add(ID)
     yield Hit()

@@ -7,7 +7,9 @@ it (SHARE UPDATE EXCLUSIVE: reads and writes go on), then SET NOT NULL (instant)
 the CHECK. The rule is satisfied by such a validated check earlier in the same file, or by a
 ``VALIDATE CONSTRAINT`` earlier in the file of a constraint an earlier migration added (its
 definition is not visible here; the rule trusts it). With ``pgsteady migrate`` each file is
-one transaction, so add the CHECK in one migration and validate it in the next.
+one transaction, so add the CHECK in one migration and validate it in the next. A column
+already NOT NULL (declared so in an earlier migration, or a primary key's) is not scanned
+again: PostgreSQL sees the flag set and does nothing, so it is not reported.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     table = ctx.key(relation)
     if table in ctx.validated_elsewhere:
         return  # the CHECK was added by an earlier migration and validated just now
+    known = ctx.schema.table(relation)
+    already = known.not_null if known is not None else set()
     for subtype, cmd in alter_commands(stmt):
         column = str(cmd.get("name", ""))
-        if subtype == "AT_SetNotNull" and (table, column.lower()) not in ctx.proven_not_null:
+        if subtype == "AT_SetNotNull" and column not in already \
+                and (table, column.lower()) not in ctx.proven_not_null:
             yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation), command=cmd)
