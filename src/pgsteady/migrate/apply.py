@@ -405,8 +405,7 @@ def baseline(conn: psycopg.Connection[Any], migrations: Sequence[Migration], tag
     """Record every migration up to and including ``tag`` as applied, running none of them:
     adopting a database whose schema already has them."""
     store = store_of(policy, migrations)
-    target = next((m for m in migrations if tag in (m.tag, str(m.version))
-                   or (m.layout == "diesel" and tag.replace("-", "") == m.tag)), None)
+    target = next((m for m in migrations if m.has_version(tag)), None)
     if target is None:
         raise UsageError(f"--baseline {tag}: no migration with that version in the folder; "
                          f"pass one of its versions")
