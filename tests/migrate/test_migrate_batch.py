@@ -1,8 +1,10 @@
-"""Several migrations in one message: each still all-or-nothing, retried alone, timed alone."""
+"""Several migrations back to back, a message each: each all-or-nothing, retried alone, timed
+alone."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -16,24 +18,23 @@ from pgsteady.migrate import apply, source
 from pgsteady.migrate.testing import snapshot
 
 
-def _stamps(dsn: str) -> list[tuple[int, object]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute("SELECT step, sent FROM stamps ORDER BY step").fetchall()
-
-
-def test_a_folder_of_small_migrations_goes_in_one_message(tmp_path, db, orgs_dir):
-    """Five small migrations reach the server in one message (one statement_timestamp),
-    each committed in its own transaction with its own history row."""
-    files = {"0002_stamps.sql": "CREATE TABLE stamps (step int, sent timestamptz, xid xid8);\n"}
+def test_each_migration_is_sent_once_the_one_before_has_run(tmp_path, db, orgs_dir):
+    """Five small migrations each reach the server in a message of their own, sent after
+    the one before ran (so a killed runner leaves no message queued behind the one in
+    flight), each committed in its own transaction with its own history row."""
+    files = {"0002_stamps.sql": "CREATE TABLE stamps (step int, sent timestamptz, ran "
+                                "timestamptz, xid xid8);\n"}
     for step in range(3, 8):
         files[f"{step:04d}_step.sql"] = (f"INSERT INTO stamps VALUES ({step}, "
-                                         f"statement_timestamp(), pg_current_xact_id());\n")
+                                         f"statement_timestamp(), clock_timestamp(), "
+                                         f"pg_current_xact_id());\n")
     write_migrations(orgs_dir, files)
     done = apply.migrate(db, source.load_dir(orgs_dir), FAST)
     assert [a.version for a in done] == [2, 3, 4, 5, 6, 7]
-    assert len({sent for _, sent in _stamps(db)}) == 1
     with psycopg.connect(db) as conn:
+        rows = conn.execute("SELECT sent, ran FROM stamps ORDER BY step").fetchall()
         assert conn.execute("SELECT count(DISTINCT xid) FROM stamps").fetchone()[0] == 5
+    assert all(later[0] > earlier[1] for earlier, later in itertools.pairwise(rows))
     assert history(db) == [1, 2, 3, 4, 5, 6, 7]
 
 

@@ -30,7 +30,7 @@ import psycopg
 from psycopg import sql
 
 from pgsteady.errors import MigrationError, UsageError
-from pgsteady.migrate import queries
+from pgsteady.migrate import layouts, queries
 from pgsteady.settings import default_label
 
 if TYPE_CHECKING:
@@ -72,6 +72,9 @@ class Row:
     name: str | None = None
     checksum: str | None = None
     finished: bool = True
+    #: The version as the table holds it, where that differs from ``tag`` (Flyway's ``1.0``
+    #: is the file ``V1__``'s row): what a change to the row must look for.
+    stored: str | None = None
 
 
 def parse_table(text: str, tool: str = "pgsteady") -> tuple[str, str]:
@@ -152,16 +155,7 @@ class Store:
         elif self.tool in ("dbmate", "diesel"):
             by_tag = {str(r["version"]): Row(str(r["version"])) for r in rows}
         elif self.tool == "flyway":
-            for r in rows:
-                if r["type"] == "BASELINE" and r["version"] is not None:
-                    order = tuple(int(p) for p in str(r["version"]).split("."))
-                    for m in migrations:
-                        if m.order <= order:
-                            by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
-                elif r["version"] is not None and r["type"] != "DELETE":
-                    checksum = None if r["checksum"] is None else str(r["checksum"])
-                    by_tag[str(r["version"])] = Row(str(r["version"]), r["description"],
-                                                    checksum, bool(r["success"]))
+            by_tag = _flyway_applied(rows, migrations)
         elif self.tool == "prisma":
             for r in rows:
                 if r["rolled_back_at"] is not None:
@@ -316,18 +310,56 @@ class Store:
         if self.tool in ("golang-migrate", "tern"):
             raise UsageError(f"{self.tool} keeps only its current version; fix the folder "
                              f"instead (the file of that version must exist)")
-        conn.execute(self._statement("forget"), {"version": _as_int(row.tag), "tag": row.tag})
+        stored = row.stored or row.tag
+        conn.execute(self._statement("forget"), {"version": _as_int(stored), "tag": stored})
 
-    def realign(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
-        """Accept the file as it is now (``--accept`` of an edited or unfinished one)."""
+    def realign(self, conn: psycopg.Connection[Any], migration: Migration,
+                row: Row | None = None) -> None:
+        """Accept the file as it is now (``--accept`` of an edited or unfinished one); ``row``:
+        its history row, found by the version the table holds."""
         if (self.tool, "realign") in queries.HISTORY_DML:
-            changed = conn.execute(self._statement("realign"),
-                                   self._params(migration, 0, 0.0, True)).rowcount
+            params = self._params(migration, 0, 0.0, True)
+            if row is not None and row.stored is not None:
+                params["tag"] = row.stored
+            changed = conn.execute(self._statement("realign"), params).rowcount
             if changed == 0:  # never say "accepted" for a row that did not change
                 raise MigrationError(f"--accept {migration.tag}: no row of "
                                      f"{self.qualified} changed; see pgsteady migrate --status")
         else:  # the other tools keep no checksum: record it as applied
             self.record(conn, migration, 0, 0.0)
+
+
+def _flyway_applied(rows: Sequence[dict[str, Any]],
+                    migrations: Sequence[Migration]) -> dict[str, Row]:
+    """``flyway_schema_history`` as Flyway reads it (rows in ``installed_rank`` order).
+
+    Versions are compared as numbers (``MigrationVersion``): the row ``001`` or ``1.0`` is the
+    file ``V1__``'s, and is keyed by that file's tag. A successful ``DELETE`` row (what
+    ``flyway repair`` writes for a missing migration) cancels the latest row of its version; a
+    ``BASELINE`` row stands for every file up to its version; repeatable migrations (``R__``,
+    no version) and the schema-creation marker are not versions.
+    """
+    files = {m.order: m for m in migrations}
+    by_tag: dict[str, Row] = {}
+    for r in rows:
+        if r["version"] is None or r["type"] == "SCHEMA":
+            continue
+        text = str(r["version"])
+        order = layouts.flyway_order(text)
+        match = files.get(order) if order is not None else None
+        key = match.tag if match is not None else text
+        if r["type"] == "DELETE":
+            if r["success"]:
+                by_tag.pop(key, None)
+        elif r["type"] == "BASELINE":
+            for m in migrations:
+                if order is not None and m.order <= order:
+                    by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
+        else:
+            checksum = None if r["checksum"] is None else str(r["checksum"])
+            by_tag[key] = Row(key, r["description"], checksum, bool(r["success"]),
+                              None if text == key else text)
+    return by_tag
 
 
 def _new_id() -> str:

@@ -17,7 +17,8 @@ these names. What each tool does, and so what pgsteady does with its folder:
   one multi-statement query: transactional as Prisma's.
 - ``dbmate``: ``<version>_<name>.sql`` with ``-- migrate:up`` / ``-- migrate:down``; one
   transaction unless the up line says ``transaction:false``.
-- ``flyway``: ``V<version>__<description>.sql`` (``1``, ``1.2``, ``1_2`` = ``1.2``), one
+- ``flyway``: ``V<version>__<description>.sql`` (``1``, ``1.2``, ``1_2`` = ``1.2``; compared as
+  Flyway compares them, ``001`` = ``1`` = ``1.0``, and written as the file writes them), one
   transaction unless its statements cannot run in one (Flyway spots ``CREATE INDEX
   CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one; it
   refuses a script mixing them with other statements);
@@ -71,8 +72,9 @@ _GOLANG_UP = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.up\.sql$")
 _GOLANG_DOWN = re.compile(r"^\d+_.+\.down\.sql$")
 _PRISMA_DIR = re.compile(r"^(?P<version>\d+)_(?P<name>.+)$")
 _DIESEL_DIR = re.compile(r"^(?P<version>\d[\d-]*)_(?P<name>.+)$")
-_FLYWAY = re.compile(r"^V(?P<version>\d+(?:[._]\d+)*)__(?P<name>.+)\.sql$")
+_FLYWAY = re.compile(r"^V(?P<version>[0-9]+(?:[._][0-9]+)*)__(?P<name>.+)\.sql$")
 _FLYWAY_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
+_FLYWAY_VERSION_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _GOOSE_GO = re.compile(r"^(?P<version>\d+)_(?P<name>\w+)\.go$")
 _GOOSE_MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
 _DBMATE_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
@@ -362,9 +364,24 @@ def flyway_checksum(text: str) -> int:
 
 
 def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:
-    """``1_2`` / ``1.2`` -> ("1.2", (1, 2)): Flyway treats ``_`` in a version as ``.``."""
-    parts = tuple(int(p) for p in re.split(r"[._]", digits))
-    return ".".join(str(p) for p in parts), parts
+    """``1_2`` -> ("1.2", (1, 2)), ``001`` -> ("001", (1,)): Flyway's display text (the file's
+    digits, ``_`` read as ``.``; what ``flyway_schema_history.version`` holds) and its order."""
+    text = digits.replace("_", ".")
+    order = flyway_order(text)
+    assert order is not None  # the file name pattern admits digits and separators only
+    return text, order
+
+
+def flyway_order(text: str) -> tuple[int, ...] | None:
+    """A Flyway version as Flyway compares it (``MigrationVersion``): numbers split on ``.``,
+    trailing zeros dropped, so ``001`` = ``1`` = ``1.0`` and ``1.10`` > ``1.9``. Dropping them
+    makes tuple order Flyway's order. None for text Flyway would not read as a version."""
+    if not _FLYWAY_VERSION_TEXT.fullmatch(text):
+        return None
+    parts = [int(p) for p in text.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
 
 
 # --- folders ---------------------------------------------------------------------------------
@@ -457,10 +474,14 @@ def _scan_flat(listing: Listing, layout: str) -> Scan:
         found = _flat_file(path, layout, skipped, heads)
         if found is None:
             continue
-        if found.tag in seen:
+        # Flyway's 1, 001 and 1.0 are one version (it refuses such a folder too)
+        key = ".".join(map(str, found.order)) if layout == "flyway" else found.tag
+        if key in seen:
+            same = " (to Flyway, versions that differ only in leading or trailing zeros are " \
+                   "one)" if layout == "flyway" else ""
             raise LayoutError(f"{path}:1: version {found.tag} is also used by "
-                               f"{seen[found.tag]}; give each migration its own version")
-        seen[found.tag] = path
+                               f"{seen[key]}{same}; give each migration its own version")
+        seen[key] = path
         files.append(found)
     files.sort(key=lambda f: f.order)
     if layout == "tern":

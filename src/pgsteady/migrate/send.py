@@ -15,7 +15,10 @@ statement for the one refused. Each migration reads the server's clock before it
 (statement timestamps are per message, so the history row's duration counts from the
 migration's own start, kept in a transaction-local setting, not from ``now()``).
 
-A psql session needs a round trip per statement; this needs one per message.
+A psql session needs a round trip per statement; this needs one per message. ``migrate``
+sends one migration per message, the next only after the server answered: the server finishes
+a message it has received even when the client is gone, so several in one message would let a
+killed runner's migrations commit after it (:mod:`~pgsteady.migrate.apply`).
 """
 
 from __future__ import annotations

@@ -101,6 +101,16 @@ class Migration:
     def where(self, statement: StatementInfo) -> str:
         return f"{self.path}:{statement.line}"
 
+    def has_version(self, text: str) -> bool:
+        """Whether ``text`` (``--accept``, ``--baseline``, a history row) is this migration's
+        version as its tool reads it: its tag or number; for Flyway, any text Flyway compares
+        as equal (``001``, ``1.0`` and ``1`` are one version)."""
+        if self.layout == "flyway":
+            return layouts.flyway_order(text) == self.order
+        if self.layout == "diesel":
+            text = text.replace("-", "")
+        return text in (self.tag, str(self.version))
+
 
 _SKIPS_NAMED = 10  # a wrong --dir names a few strays, not every file in it
 
