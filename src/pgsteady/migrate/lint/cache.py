@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 LOGGER = "pgsteady.lint"
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
-_FORMAT = "pgsteady-lint-cache-2"
+_FORMAT = "pgsteady-lint-cache-3"
 _SUFFIX = ".json"
 
 
@@ -304,7 +304,8 @@ def _schema_data(schema: Schema) -> dict[str, object]:
         "tables": [[*key, [[name, _type_data(t)] for name, t in table.columns.items()],
                     table.created_in, table.complete,
                     None if table.partition_of is None else list(table.partition_of),
-                    table.partitioned] for key, table in schema.tables.items()],
+                    table.partitioned, sorted(table.not_null)]
+                   for key, table in schema.tables.items()],
         "views": [[*key, serial] for key, serial in schema.views.items()],
         "indexes": [[*key, *table] for key, table in schema.indexes.items()],
         "enums": [[*key, labels] for key, labels in schema.enums.items()],
@@ -325,12 +326,15 @@ def _schema(raw: object) -> Schema:
     schema = Schema(file_serial=_int(raw["file_serial"]),
                     from_catalog=_bool(raw["from_catalog"]))
     for item in _list(raw["tables"]):
-        space, name, columns, created_in, complete, parent, partitioned = _list(item, 7)
-        schema.tables[_key(space, name)] = Table(
+        space, name, columns, created_in, complete, parent, partitioned, not_null = \
+            _list(item, 8)
+        table = Table(
             {_str(column): _type(kind) for column, kind in (_list(c, 2) for c in _list(columns))},
             created_in=_int(created_in), complete=_bool(complete),
             partition_of=None if parent is None else _key(*_list(parent, 2)),
             partitioned=_bool(partitioned))
+        table.not_null = {_str(column) for column in _list(not_null)}
+        schema.tables[_key(space, name)] = table
     for space, name, serial in (_list(item, 3) for item in _list(raw["views"])):
         schema.views[_key(space, name)] = _int(serial)
     for space, name, table_space, table in (_list(item, 4) for item in _list(raw["indexes"])):
