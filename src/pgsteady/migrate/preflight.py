@@ -198,11 +198,14 @@ def _session(row: dict[str, Any]) -> Session:
 
 def _readings(migration: Migration) -> dict[int, tuple[StatementInfo, opaque.Reading]]:
     """By position in the migration: each statement whose locks the oracle's targets would
-    not show (loading analysed those already, so plain statements stay unparsed here)."""
+    not show (loading analysed those already, so plain statements stay unparsed here, and a
+    folder of plain statements never imports the reader, nor pglast's AST with it)."""
+    analysed = [(i, part.info) for i, part in enumerate(migration.parts) if part.info is not None]
+    if not analysed:
+        return {}
     from pgsteady.migrate import opaque  # noqa: PLC0415 - only when needed
 
-    return {i: (part.info, opaque.read(part.info)) for i, part in enumerate(migration.parts)
-            if part.info is not None and opaque.needs_reading(part.info)}
+    return {i: (info, opaque.read(info)) for i, info in analysed if opaque.needs_reading(info)}
 
 
 def _unknown(conn: psycopg.Connection[Any], migration: Migration,
