@@ -153,8 +153,9 @@ class _Rules:
         """The payload to store; :class:`TypeError` if the codec refuses the value, with
         every backend (the memory backend keeps the object, but only one Redis could keep:
         code tested on one backend must not break on the other)."""
+        check = None if self._encoded else getattr(self.codec, "check", None)
         try:
-            data = self.codec.dumps(value)
+            data = check(value) if check is not None else self.codec.dumps(value)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"cannot cache {key!r}: {exc}") from exc
         if not self._encoded:

@@ -57,6 +57,11 @@ class TypedJson:
             return json.dumps(obj).encode()
         return _MARK + json.dumps(_tagged(obj, "value"), separators=(",", ":")).encode()
 
+    def check(self, obj: Any) -> None:
+        """Raise what :meth:`dumps` would, without encoding (the memory backend's check)."""
+        if not _plain(obj):
+            _tagged(obj, "value")
+
     def loads(self, s: str | bytes) -> Any:
         data = s.encode() if isinstance(s, str) else s
         if data[:1] == _MARK:
