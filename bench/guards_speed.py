@@ -5,26 +5,41 @@
 - a Redis-cache hit (``StaleCache`` over ``RedisBackend``) against a bare redis-py ``GET`` of
   the same value on the same server, rounds interleaved (goal: under 1.3x);
 - ``with breaker:`` on a closed breaker, and a ``KeyedLimiter.hold`` on Redis (two round
-  trips: a script and a ZREM) against the same bare GET.
+  trips: a script and a ZREM) against the same bare GET;
+- lookups while Redis hangs (SIGSTOP; ``RedisBackend``'s default 0.25 s timeout): the first,
+  then p50 / p99 of the next ``--hung-lookups``, sync and async. Before the backend had a
+  breaker each one waited for a GET and a SET timeout (0.5 s); the hang needs no pgsteady
+  API, so the same script measures an older checkout (``PYTHONPATH=<old>/src``).
 
 The Redis is the lab's (``RedisServer``: loopback TCP, password). On a shared 2-core machine
 the absolute figures are pessimistic; the ratios are what to read.
 
-    .venv/bin/python bench/guards_speed.py [--rounds 21] [--calls 600]
+    .venv/bin/python bench/guards_speed.py [--rounds 21] [--calls 600] [--hung-lookups 100]
+        [--only memory,redis,hung]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import functools
 import json
+import os
 import shutil
+import signal
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from pgsteady.guards import CircuitBreaker, KeyedLimiter, RedisBackend, StaleCache
+from pgsteady.guards import (
+    AsyncStaleCache,
+    CircuitBreaker,
+    KeyedLimiter,
+    RedisBackend,
+    StaleCache,
+)
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import make_workdir
 from pgsteady.lab.redis_server import RedisServer
@@ -122,18 +137,87 @@ def redis_figures(server: RedisServer, rounds: int, calls: int) -> None:
     backend.close()
 
 
+@contextlib.contextmanager
+def hung(server: RedisServer) -> Iterator[None]:
+    """SIGSTOP the server for the block (by hand: older checkouts lack ``hung()``)."""
+    assert server._proc is not None
+    os.kill(server._proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server._proc.pid, signal.SIGCONT)
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def _report(label: str, first: float, steady: list[float], stats: Any) -> None:
+    state = getattr(stats, "backend_state", "(no breaker)")
+    print(f"  {label:<6} first {first * 1e3:7.1f} ms   next {len(steady)}: p50 "
+          f"{_percentile(steady, 0.5) * 1e3:7.2f} ms  p99 {_percentile(steady, 0.99) * 1e3:7.2f}"
+          f" ms  max {max(steady) * 1e3:7.2f} ms  total {sum(steady):6.2f} s   loads "
+          f"{stats.loads}, backend errors {stats.backend_errors}, state {state}")
+
+
+def hung_figures(server: RedisServer, lookups: int) -> None:
+    """Lookup latency of one key while Redis does not answer (default timeout 0.25 s)."""
+    print("redis hung (SIGSTOP), RedisBackend default timeout; a key cached before the hang; "
+          "the loader returns at once")
+    backend = RedisBackend(server.url)
+    cache = StaleCache(backend, fresh_for=3600, stale_for=3600)
+    cache.get_or_load("org:42", lambda: VALUE)
+    with hung(server):
+        took = []
+        for _ in range(lookups + 1):
+            start = time.perf_counter()
+            cache.get_or_load("org:42", lambda: VALUE)
+            took.append(time.perf_counter() - start)
+    _report("sync", took[0], took[1:], cache.stats())
+    backend.close()
+
+    async def load() -> dict[str, Any]:
+        return VALUE
+
+    async def run() -> None:
+        abackend = RedisBackend(server.url)
+        acache = AsyncStaleCache(abackend, fresh_for=3600, stale_for=3600)
+        await acache.get_or_load("org:42", load)
+        with hung(server):
+            took = []
+            for _ in range(lookups + 1):
+                start = time.perf_counter()
+                await acache.get_or_load("org:42", load)
+                took.append(time.perf_counter() - start)
+        _report("async", took[0], took[1:], acache.stats())
+        await abackend.aclose()
+
+    asyncio.run(run())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--calls", type=int, default=600)
+    parser.add_argument("--hung-lookups", type=int, default=100)
+    parser.add_argument("--only", default="memory,redis,hung",
+                        help="comma-separated sections to run")
     args = parser.parse_args()
-    memory(args.rounds)
+    sections = set(args.only.split(","))
+    if "memory" in sections:
+        memory(args.rounds)
+    if not sections & {"redis", "hung"}:
+        return
     who = _process.run_as()
     workdir = make_workdir(None, who, prefix="pgsteady-bench-")
     server = RedisServer(workdir, who=who)
     try:
         server.start()
-        redis_figures(server, args.rounds, args.calls)
+        if "redis" in sections:
+            redis_figures(server, args.rounds, args.calls)
+        if "hung" in sections:
+            hung_figures(server, args.hung_lookups)
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool
 
-from pgsteady import _core
+from pgsteady import _core, _poollog
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
@@ -57,6 +57,7 @@ class AsyncDatabase:
         pool_kwargs: dict[str, Any] | None = None, breaker: CircuitBreaker | None = None,
     ) -> None:
         _core.check_conninfo(conninfo)
+        _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
         setup = _core.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,

@@ -148,3 +148,25 @@ def test_blackholed_database_opens_the_breaker(pgsteady_proxy):
             assert await adb.fetchone("select 1", deadline=5) == (1,)
 
     asyncio.run(main())
+
+
+def test_consecutive_failures_open_despite_a_low_rate(caplog):
+    """consecutive_failures=2 opens after two failures in a row even after 100 successes;
+    a probe that fails again re-opens it without a second warning."""
+    breaker = CircuitBreaker("redis", consecutive_failures=2, open_for=0.05)
+    for _ in range(100):
+        breaker.call(lambda: None)
+    _fail(breaker, 1)
+    breaker.call(lambda: None)  # a success breaks the streak
+    _fail(breaker, 1)
+    assert breaker.state == "closed"
+    with caplog.at_level(logging.INFO, logger="pgsteady.guards"):
+        _fail(breaker, 1)
+        assert breaker.state == "open"
+        time.sleep(0.06)
+        _fail(breaker, 1)  # the half-open trial
+        assert breaker.state == "open"
+    assert [r.levelname for r in caplog.records if "-> open" in r.message] == \
+        ["WARNING", "INFO"]
+    with pytest.raises(UsageError):
+        CircuitBreaker("t", consecutive_failures=0)

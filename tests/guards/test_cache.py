@@ -232,7 +232,8 @@ def test_redis_down_falls_back_to_the_loader(pgsteady_redis):
     start = time.monotonic()
     assert cache.get_or_load("k", lambda: 2) == 2
     assert time.monotonic() - start < 1.0
-    assert cache.stats().backend_errors == 2  # the read and the write
+    stats = cache.stats()  # backend.get above opened the breaker: neither call went to Redis
+    assert (stats.backend_errors, stats.backend_skipped, stats.backend_state) == (0, 2, "open")
 
     async def main() -> int:
         acache = AsyncStaleCache(RedisBackend(pgsteady_redis.url, timeout=0.2),
@@ -286,22 +287,22 @@ def test_async_gateway_lookup_through_a_blackhole(pgsteady_proxy):
     asyncio.run(main())
 
 
-def test_outages_and_unencodable_values_are_logged_once(pgsteady_redis, caplog):
-    """A value JSON cannot encode is returned but not cached; repeated Redis failures are
-    logged once per quiet period, not once per call."""
+def test_a_redis_outage_is_logged_once_and_served_from_memory(pgsteady_redis, caplog):
+    """Redis stopped: one failed call opens the backend's breaker (one warning from it, one
+    from the cache), the other 20 calls are skipped, and the key loads once, then comes
+    from this process's memory."""
     cache = StaleCache(RedisBackend(pgsteady_redis.url, timeout=0.2), fresh_for=60,
                        stale_for=60)
     calls = []
     with caplog.at_level("WARNING", logger="pgsteady.guards"):
-        for _ in range(2):
-            assert cache.get_or_load("tags", lambda: calls.append(1) or {1, 2}) == {1, 2}
-        assert len(calls) == 2
         pgsteady_redis.stop()
         for _ in range(20):
-            cache.get_or_load("k", lambda: 1)
-    assert sum("codec refused" in r.message for r in caplog.records) == 1
+            assert cache.get_or_load("k", lambda: calls.append(1) or (1, 2)) == (1, 2)
+    assert len(calls) == 1
     assert sum("backend failed" in r.message for r in caplog.records) == 1
-    assert cache.stats().backend_errors == 40
+    assert sum("-> open" in r.message for r in caplog.records) == 1
+    stats = cache.stats()
+    assert (stats.backend_errors, stats.backend_skipped, stats.fresh_hits) == (1, 20, 19)
 
 
 def test_async_decorator_and_invalidate():
@@ -323,3 +324,77 @@ def test_async_decorator_and_invalidate():
 
     asyncio.run(main())
     assert calls == [1, 1]
+
+
+def _redis_calls(backend: RedisBackend) -> int:
+    """Commands that reached Redis (answered or failed), as its breaker counted them."""
+    return backend.breaker.stats().calls
+
+
+def test_hung_redis_costs_one_timeout_then_is_not_asked(pgsteady_redis, caplog):
+    """Redis SIGSTOPped: the first lookup pays one 0.25 s GET timeout (not a GET and a SET),
+    the next 100 never touch Redis and load once from memory's fallback; a probe after
+    open_for times out once more; after SIGCONT the next probe closes the breaker and the
+    value is Redis' again."""
+    backend = RedisBackend(pgsteady_redis.url, timeout=0.25,
+                           breaker=CircuitBreaker("redis", consecutive_failures=1,
+                                                  open_for=0.5))
+    cache = StaleCache(backend, fresh_for=60, stale_for=120)
+    assert cache.get_or_load("org:1", lambda: {"plan": "pro"}) == {"plan": "pro"}
+    before = _redis_calls(backend)
+    loads = []
+    with caplog.at_level("INFO", logger="pgsteady.guards"), pgsteady_redis.hung():
+        start = time.monotonic()
+        assert cache.get_or_load("org:1", lambda: loads.append(1) or {"plan": "db"}) == \
+            {"plan": "db"}
+        first = time.monotonic() - start
+        assert _redis_calls(backend) == before + 1  # the GET; the SET was not tried
+        assert cache.stats().backend_state == "open"
+        start = time.monotonic()
+        for _ in range(100):
+            assert cache.get_or_load("org:1", lambda: loads.append(1) or {}) == {"plan": "db"}
+        steady = time.monotonic() - start
+        assert _redis_calls(backend) == before + 1 and loads == [1]
+        time.sleep(0.55)  # open_for passed: the next lookup is the one probe
+        cache.get_or_load("org:1", dict)
+        assert _redis_calls(backend) == before + 2
+        assert cache.stats().backend_state == "open"
+    assert first >= 0.25  # it did wait for the GET's timeout (main also waited for the SET's)
+    assert steady < 0.5  # 100 lookups in less than one old lookup's 0.5 s
+    time.sleep(0.55)
+    assert cache.get_or_load("org:1", dict) == {"plan": "pro"}  # Redis' entry again
+    assert cache.stats().backend_state == "closed"
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert sum("-> open" in r.message for r in warnings) == 1  # one per outage, not per probe
+    stats = cache.stats()
+    assert (stats.backend_errors, stats.loads) == (2, 2)
+
+
+def test_async_hung_redis_costs_one_timeout_then_is_not_asked(pgsteady_redis):
+    """AsyncStaleCache on a SIGSTOPped Redis: one GET timeout on the first lookup, then 100
+    lookups that neither touch Redis nor load again; back to Redis after SIGCONT."""
+    async def main() -> None:
+        backend = RedisBackend(pgsteady_redis.url, timeout=0.25,
+                               breaker=CircuitBreaker("redis", consecutive_failures=1,
+                                                      open_for=0.5))
+        cache = AsyncStaleCache(backend, fresh_for=60, stale_for=120)
+        assert await cache.get_or_load("org:1", _const((1, "pro"))) == (1, "pro")
+        before = _redis_calls(backend)
+        with pgsteady_redis.hung():
+            start = time.monotonic()
+            assert await cache.get_or_load("org:1", _const((1, "db"))) == (1, "db")
+            first = time.monotonic() - start
+            start = time.monotonic()
+            for _ in range(100):
+                assert await cache.get_or_load("org:1", _const(None)) == (1, "db")
+            steady = time.monotonic() - start
+            assert _redis_calls(backend) == before + 1
+        assert first >= 0.25 and steady < 0.5  # main: 0.5 s for each of the 101
+        stats = cache.stats()
+        assert (stats.loads, stats.backend_skipped, stats.backend_state) == (2, 101, "open")
+        await asyncio.sleep(0.55)
+        assert await cache.get_or_load("org:1", _const(None)) == (1, "pro")
+        assert cache.stats().backend_state == "closed"
+        await backend.aclose()
+
+    asyncio.run(main())

@@ -14,8 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from pgsteady.errors import LimitExceeded, UsageError
-from pgsteady.guards import AsyncKeyedLimiter, KeyedLimiter, MemoryBackend, RedisBackend
+from pgsteady.errors import CacheUnavailable, LimitExceeded, UsageError
+from pgsteady.guards import (
+    AsyncKeyedLimiter,
+    CircuitBreaker,
+    KeyedLimiter,
+    MemoryBackend,
+    RedisBackend,
+)
 
 WORKER = Path(__file__).with_name("_limiter_worker.py")
 
@@ -132,3 +138,65 @@ def test_retry_after_follows_how_long_holds_last():
     with limiter.hold("k"), pytest.raises(LimitExceeded) as info, limiter.hold("k", wait=0):
         pass
     assert 0.01 <= info.value.retry_after < 0.2
+
+
+def _limiter(url: str, policy: str) -> KeyedLimiter:
+    breaker = CircuitBreaker(f"redis-{policy}", consecutive_failures=1, open_for=30)
+    backend = RedisBackend(url, timeout=0.25, breaker=breaker)
+    if policy == "raise":  # the default
+        return KeyedLimiter(1, backend=backend)
+    return KeyedLimiter(1, backend=backend, on_backend_error=policy)
+
+
+def test_limiter_with_redis_stopped_raises_opens_or_closes(pgsteady_redis):
+    """Redis stopped: on_backend_error="raise" (the default) raises CacheUnavailable, "open"
+    runs the block without a slot, "closed" raises LimitExceeded caused by the outage."""
+    limiters = {policy: _limiter(pgsteady_redis.url, policy)
+                for policy in ("raise", "open", "closed")}
+    pgsteady_redis.stop()
+    ran = []
+    for _ in range(2):  # the failure itself, then the open breaker: the same outcome
+        with pytest.raises(CacheUnavailable), limiters["raise"].hold("org:1"):
+            ran.append("raise")
+        with limiters["open"].hold("org:1"):
+            ran.append("open")
+        with pytest.raises(LimitExceeded) as info, limiters["closed"].hold("org:1"):
+            ran.append("closed")
+        assert isinstance(info.value.__cause__, CacheUnavailable)
+        assert info.value.retry_after > 1  # when the backend will be asked again
+    assert ran == ["open", "open"]
+    with pytest.raises(UsageError, match="on_backend_error"):
+        KeyedLimiter(1, on_backend_error="ignore")
+
+
+def test_limiter_with_redis_hung_fails_open_after_one_timeout(pgsteady_redis):
+    """Redis SIGSTOPped: with on_backend_error="open" the first hold waits for one timeout
+    and every later hold (sync and async) runs at once without touching Redis; "closed"
+    refuses at once."""
+    sync = _limiter(pgsteady_redis.url, "open")
+    backend = sync.backend
+    with pgsteady_redis.hung():
+        start = time.monotonic()
+        with sync.hold("org:1"):
+            pass
+        assert time.monotonic() - start >= 0.25  # it asked Redis once, and waited
+        calls = backend.breaker.stats().calls
+        start = time.monotonic()
+        for _ in range(50):
+            with sync.hold("org:1"):
+                pass
+
+        async def main() -> int:
+            limiter = AsyncKeyedLimiter(1, backend=backend, on_backend_error="open")
+            inside = 0
+            for _ in range(50):
+                async with limiter.hold("org:1"):
+                    inside += 1
+            return inside
+
+        assert asyncio.run(main()) == 50
+        assert time.monotonic() - start < 0.5  # 100 holds; main: 0.25 s each, 25 s
+        assert backend.breaker.stats().calls == calls
+        closed = KeyedLimiter(1, backend=backend, on_backend_error="closed")
+        with pytest.raises(LimitExceeded), closed.hold("org:1"):
+            pass

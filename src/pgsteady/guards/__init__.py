@@ -4,6 +4,7 @@ per-key limits and bounded queries. This module only re-exports."""
 from pgsteady.guards.backends import Backend, MemoryBackend, RedisBackend
 from pgsteady.guards.breaker import BreakerStats, CircuitBreaker
 from pgsteady.guards.cache import STALE_ON, AsyncStaleCache, CacheStats, Served, StaleCache
+from pgsteady.guards.codec import TypedJson
 from pgsteady.guards.limits import AsyncKeyedLimiter, KeyedLimiter, Rows, abounded, bounded
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Rows",
     "Served",
     "StaleCache",
+    "TypedJson",
     "abounded",
     "bounded",
 ]

@@ -7,7 +7,8 @@ A backend stores two kinds of things: cache entries (a payload and its age) for
 asyncio form, so one backend object serves both twins.
 
 Redis is reached with short socket timeouts: a cache that hangs would turn a cache outage
-into a service outage. Every Redis failure surfaces as one :class:`CacheUnavailable`.
+into a service outage, and a breaker stops asking one that failed until a probe succeeds.
+Every Redis failure surfaces as one :class:`CacheUnavailable`.
 """
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from pgsteady import _checks
-from pgsteady.errors import CacheUnavailable, UsageError
+from pgsteady.errors import CacheUnavailable, CircuitOpen, UsageError
+from pgsteady.guards.breaker import CircuitBreaker
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -205,13 +210,20 @@ class RedisBackend:
     Ages are measured with the hosts' wall clocks (keep them in sync, as NTP does); lease
     ends with Redis' own clock. ``timeout`` bounds every command: a Redis that does not
     answer costs at most that, and raises :class:`CacheUnavailable` (a ``StaleCache`` then
-    goes to its loader; a ``KeyedLimiter.hold`` raises it: no slot can be proven free).
+    goes to its loader; a ``KeyedLimiter`` follows its ``on_backend_error``).
+
+    ``breaker`` stops asking a Redis that failed: without it, a hung Redis cost every cache
+    lookup a GET and a SET timeout, forever. The default opens on the first connection
+    failure or timeout (``consecutive_failures=1``), raises :class:`CacheUnavailable` at
+    once (its ``__cause__`` a :class:`CircuitOpen`) for ``open_for`` = 5 s, then lets one
+    probe through. Errors Redis answers with (a bad script, a wrong type) do not count.
     The asyncio client binds to the first event loop that uses it: one loop per backend.
     """
 
     stores_objects = False
 
     def __init__(self, url: str, *, prefix: str = "pgsteady:", timeout: float = 0.25,
+                 breaker: CircuitBreaker | None = None,
                  client: redis.Redis | None = None,
                  async_client: redis.asyncio.Redis | None = None) -> None:
         import redis as redis_sync  # noqa: PLC0415 - the redis extra is optional
@@ -222,9 +234,17 @@ class RedisBackend:
                              f"got {type(url).__name__}")
         if timeout <= 0:
             raise UsageError(f"timeout must be positive, got {timeout!r}")
+        if breaker is not None and not isinstance(breaker, CircuitBreaker):
+            raise UsageError(f"breaker must be a CircuitBreaker or None, got "
+                             f"{type(breaker).__name__}")
         self.url = redact_url(url)
         self.prefix = prefix
+        self.breaker = breaker or CircuitBreaker(f"redis {self.url}", consecutive_failures=1,
+                                                 open_for=5.0)
         self._errors: tuple[type[BaseException], ...] = (redis_sync.RedisError, OSError)
+        # Not answering (as opposed to answering with an error): what opens the breaker.
+        self._outages: tuple[type[BaseException], ...] = (
+            redis_sync.ConnectionError, redis_sync.TimeoutError, OSError)
         options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout,
                                    "retry_on_timeout": False}
         try:
@@ -244,6 +264,51 @@ class RedisBackend:
         error.__cause__ = exc
         return error
 
+    def _ticket(self) -> int:
+        """The breaker's ticket for one command, or :class:`CacheUnavailable` if it is open."""
+        try:
+            return self.breaker.allow()
+        except CircuitOpen as exc:
+            error = CacheUnavailable(f"Redis at {self.url} is not asked for "
+                                     f"{exc.retry_after:.1f} s more: it failed or did not "
+                                     f"answer")
+            error.__cause__ = exc
+            raise error from exc
+
+    def _settle(self, ticket: int, exc: BaseException | None) -> None:
+        if exc is None:
+            self.breaker.settle(ticket, "success")
+        elif isinstance(exc, self._outages):
+            self.breaker.settle(ticket, "failure")
+        else:  # Redis answered (a script or type error), or we were cancelled
+            self.breaker.settle(ticket, "success" if isinstance(exc, Exception) else "neutral")
+
+    def _call(self, command: Callable[[], T]) -> T:
+        ticket = self._ticket()
+        try:
+            result = command()
+        except self._errors as exc:
+            self._settle(ticket, exc)
+            raise self._failed(exc) from exc
+        except BaseException as exc:
+            self._settle(ticket, exc)
+            raise
+        self._settle(ticket, None)
+        return result
+
+    async def _acall(self, command: Callable[[], Awaitable[T]]) -> T:
+        ticket = self._ticket()
+        try:
+            result = await command()
+        except self._errors as exc:
+            self._settle(ticket, exc)
+            raise self._failed(exc) from exc
+        except BaseException as exc:
+            self._settle(ticket, exc)
+            raise
+        self._settle(ticket, None)
+        return result
+
     def close(self) -> None:
         self.client.close()
 
@@ -253,43 +318,26 @@ class RedisBackend:
     # -- cache ---------------------------------------------------------------------------
 
     def get(self, key: str) -> tuple[Any, float] | None:
-        try:
-            raw = self.client.get(self.prefix + key)
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        raw = self._call(lambda: self.client.get(self.prefix + key))
         return None if raw is None else _unpack(raw)  # type: ignore[arg-type]
 
     def set(self, key: str, payload: Any, ttl: float) -> None:
-        try:
-            self.client.set(self.prefix + key, _pack(payload), px=max(1, int(ttl * 1000)))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        self._call(lambda: self.client.set(self.prefix + key, _pack(payload),
+                                           px=max(1, int(ttl * 1000))))
 
     def delete(self, key: str) -> None:
-        try:
-            self.client.delete(self.prefix + key)
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        self._call(lambda: self.client.delete(self.prefix + key))
 
     async def aget(self, key: str) -> tuple[Any, float] | None:
-        try:
-            raw = await self.async_client.get(self.prefix + key)
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        raw = await self._acall(lambda: self.async_client.get(self.prefix + key))
         return None if raw is None else _unpack(raw)  # type: ignore[arg-type]
 
     async def aset(self, key: str, payload: Any, ttl: float) -> None:
-        try:
-            await self.async_client.set(self.prefix + key, _pack(payload),
-                                        px=max(1, int(ttl * 1000)))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        await self._acall(lambda: self.async_client.set(self.prefix + key, _pack(payload),
+                                                        px=max(1, int(ttl * 1000))))
 
     async def adelete(self, key: str) -> None:
-        try:
-            await self.async_client.delete(self.prefix + key)
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        await self._acall(lambda: self.async_client.delete(self.prefix + key))
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -297,52 +345,33 @@ class RedisBackend:
         return f"{self.prefix}slots:{key}"
 
     def acquire(self, key: str, holder: str, limit: int, lease: float) -> float | None:
-        try:
-            wait_ms = int(self._acquire(keys=[self._slot_key(key)],
-                                        args=[limit, holder, max(1, int(lease * 1000))]))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        wait_ms = int(self._call(lambda: self._acquire(
+            keys=[self._slot_key(key)], args=[limit, holder, max(1, int(lease * 1000))])))
         return None if wait_ms < 0 else wait_ms / 1000
 
     def renew(self, key: str, holder: str, lease: float) -> bool:
-        try:
-            return bool(self._renew(keys=[self._slot_key(key)],
-                                    args=[holder, max(1, int(lease * 1000))]))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        return bool(self._call(lambda: self._renew(
+            keys=[self._slot_key(key)], args=[holder, max(1, int(lease * 1000))])))
 
     def release(self, key: str, holder: str) -> None:
-        try:
-            self.client.zrem(self._slot_key(key), holder)
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        self._call(lambda: self.client.zrem(self._slot_key(key), holder))
 
     def holders(self, key: str) -> int:
         """How many unexpired slots ``key`` has now."""
-        try:
+        def count() -> int:
             now_s, now_us = self.client.time()
             now_ms = now_s * 1000 + now_us // 1000
             return int(self.client.zcount(self._slot_key(key), f"({now_ms}", "+inf"))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        return self._call(count)
 
     async def aacquire(self, key: str, holder: str, limit: int, lease: float) -> float | None:
-        try:
-            wait_ms = int(await self._aacquire(keys=[self._slot_key(key)],
-                                               args=[limit, holder, max(1, int(lease * 1000))]))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        wait_ms = int(await self._acall(lambda: self._aacquire(
+            keys=[self._slot_key(key)], args=[limit, holder, max(1, int(lease * 1000))])))
         return None if wait_ms < 0 else wait_ms / 1000
 
     async def arenew(self, key: str, holder: str, lease: float) -> bool:
-        try:
-            return bool(await self._arenew(keys=[self._slot_key(key)],
-                                           args=[holder, max(1, int(lease * 1000))]))
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        return bool(await self._acall(lambda: self._arenew(
+            keys=[self._slot_key(key)], args=[holder, max(1, int(lease * 1000))])))
 
     async def arelease(self, key: str, holder: str) -> None:
-        try:
-            await self.async_client.zrem(self._slot_key(key), holder)
-        except self._errors as exc:
-            raise self._failed(exc) from exc
+        await self._acall(lambda: self.async_client.zrem(self._slot_key(key), holder))

@@ -8,7 +8,9 @@ closes the breaker again or re-opens it.
 
 States: ``closed`` ──(failure rate ≥ failure_rate over ≥ min_calls in window)──► ``open``
 ──(open_for passed)──► ``half-open`` ──(all trials succeed)──► ``closed`` (any trial fails:
-back to ``open``). Thread-safe; the asyncio form (``acall``) shares the same state, so one
+back to ``open``). ``consecutive_failures=n`` also opens it after n failures in a row,
+whatever the rate: a store whose timeout already means "not answering" (Redis) opens on the
+first. Thread-safe; the asyncio form (``acall``) shares the same state, so one
 breaker can guard sync and async callers alike. Nothing here blocks while holding its lock.
 """
 
@@ -64,13 +66,15 @@ class CircuitBreaker:
     ``failure_on`` lists the exceptions that count as failures in ``with breaker:`` and
     ``call``; other exceptions pass through and count as successes (the dependency answered).
     ``Database(..., breaker=...)`` classifies its own outcomes instead (see
-    :func:`pgsteady._core.breaker_verdict`).
+    :func:`pgsteady._core.breaker_verdict`). ``consecutive_failures`` (default: off) opens
+    it after that many failures in a row even when earlier successes keep the rate low.
     """
 
     def __init__(self, name: str, *, failure_rate: float = 0.5, min_calls: int = 10,
                  window: float | timedelta = 30.0,
                  open_for: float | timedelta = 5.0, half_open_calls: int = 1,
-                 failure_on: tuple[type[BaseException], ...] = (Exception,)) -> None:
+                 failure_on: tuple[type[BaseException], ...] = (Exception,),
+                 consecutive_failures: int | None = None) -> None:
         self.name = _checks.text(name, "CircuitBreaker name")
         self.failure_rate = _checks.fraction(failure_rate, "failure_rate")
         self.min_calls = _checks.whole(min_calls, "min_calls")
@@ -78,6 +82,9 @@ class CircuitBreaker:
         self.open_for = _checks.finite_seconds(open_for, "open_for")
         self.half_open_calls = _checks.whole(half_open_calls, "half_open_calls")
         self.failure_on = _checks.exception_types(failure_on, "failure_on")
+        self.consecutive_failures = None if consecutive_failures is None else _checks.whole(
+            consecutive_failures, "consecutive_failures")
+        self._streak = 0  # failures in a row while closed
         self._lock = threading.Lock()
         # The window as WINDOW_BUCKETS time buckets [start, calls, failures]: memory stays
         # bounded however many calls a second go through (resilience4j does the same).
@@ -121,7 +128,12 @@ class CircuitBreaker:
         previous, self._state = self._state, state
         self._epoch += 1
         self._transitions[state] += 1
-        if state == "open":
+        if state == "open" and previous == "half-open":
+            # The same outage going on: one warning when it began, not one per probe.
+            self._opened_at = now
+            log.info("circuit %r half-open -> open (the trial call failed); failing fast "
+                     "for %.1f s more", self.name, self.open_for)
+        elif state == "open":
             self._opened_at = now
             log.warning("circuit %r %s -> open (%d of %d calls failed in %.0f s); failing "
                         "fast for %.1f s", self.name, previous, self._failures_in_window,
@@ -131,6 +143,7 @@ class CircuitBreaker:
         if state != "open":
             self._trials = self._trial_successes = 0
         if state == "closed":
+            self._streak = 0
             self._buckets.clear()
             self._calls_in_window = self._failures_in_window = 0
 
@@ -191,9 +204,13 @@ class CircuitBreaker:
             self._calls_in_window += 1
             self._failures_in_window += failed
             self._prune(now)
+            self._streak = self._streak + 1 if failed else 0
             total = self._calls_in_window
-            if failed and total >= self.min_calls \
-                    and self._failures_in_window >= self.failure_rate * total:
+            by_rate = total >= self.min_calls \
+                and self._failures_in_window >= self.failure_rate * total
+            in_a_row = self.consecutive_failures is not None \
+                and self._streak >= self.consecutive_failures
+            if failed and (by_rate or in_a_row):
                 self._move("open", now)
 
     def verdict_of(self, exc: BaseException | None) -> Verdict:

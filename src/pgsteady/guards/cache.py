@@ -11,8 +11,14 @@ Loads are single-flight per key and process: while one caller loads a key, the o
 the stale entry at once if there is one, or wait (within their deadline) for that load.
 
 The sync and async caches share :class:`_Rules` (decisions and counters, no I/O) and differ
-only in how they wait. A cache over :class:`RedisBackend` that cannot reach Redis calls the
-loader as if the key were absent: a cache outage must not become a service outage.
+only in how they wait. A cache over :class:`RedisBackend` that cannot reach Redis keeps
+entries in a local :class:`MemoryBackend` of ``max_entries`` instead (and calls the loader
+for what it lacks): a cache outage must not become a service outage. The backend's breaker
+makes that cost at most one Redis timeout per outage and probe, not two per lookup.
+
+Values pass through ``codec`` (:class:`TypedJson` by default) with every backend: a value
+comes back from Redis as the types it went in with, and one the codec cannot keep raises
+:class:`TypeError` when it is loaded, from the memory backend too.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
+from pgsteady.guards._quiet import QuietLog
 from pgsteady.guards.backends import Backend, MemoryBackend
+from pgsteady.guards.codec import TYPED_JSON
 from pgsteady.settings import Duration, to_seconds
 
 log = logging.getLogger("pgsteady.guards")
@@ -48,19 +56,14 @@ STALE_ON: tuple[type[BaseException], ...] = (
     CannotConnect, DeadlineExceeded, Overloaded, QueryFailed, CircuitOpen)
 """Loader errors that mean "the source did not answer": a stale entry is served instead."""
 
-QUIET_FOR = 10.0
-"""Repeated warnings of one kind (Redis down, serving stale) are logged once per this many
-seconds, with how many were left out: an outage must not become a log flood."""
-
-_UNSTORABLE = object()
-
 LONGEST_WAIT_FOR_LOAD = 60.0
 """Without a deadline, a caller waits at most this long for another caller's load."""
 
 
 class Codec(Protocol):
-    """How values become bytes for a shared backend (``json`` by default: never pickle what
-    a shared cache hands back)."""
+    """How values become bytes for a shared backend (:class:`TypedJson` by default: never
+    pickle what a shared cache hands back). ``dumps`` raising TypeError or ValueError refuses
+    a value, with every backend."""
 
     def dumps(self, obj: Any) -> str | bytes: ...
     def loads(self, s: str | bytes) -> Any: ...
@@ -78,7 +81,8 @@ class Served(Generic[T]):
 
 @dataclass(frozen=True)
 class CacheStats:
-    """Counters since the cache was made."""
+    """Counters since the cache was made, and the state of the backend's breaker (a
+    :class:`RedisBackend`'s; ``closed`` for memory): ``open`` means Redis is not asked."""
 
     fresh_hits: int
     loads: int
@@ -86,6 +90,8 @@ class CacheStats:
     served_stale: int
     waited_for_load: int
     backend_errors: int
+    backend_skipped: int
+    backend_state: str
 
 
 class _Flight:
@@ -120,25 +126,14 @@ class _Rules:
         self.stale_on = STALE_ON + tuple(stale_on)
         self._encoded = not self.backend.stores_objects
         self.objects = not self._encoded
+        # While a shared backend is away, entries live here (encoded, like in Redis).
+        self.local = MemoryBackend(max_entries) if self._encoded else None
         self._lock = threading.Lock()
         self._flights: dict[str, _Flight] = {}
         self._counts = dict.fromkeys(
             ("fresh_hits", "loads", "load_failures", "served_stale", "waited_for_load",
-             "backend_errors"), 0)
-        self._quiet: dict[str, tuple[float, int]] = {}  # kind -> (quiet until, left out)
-
-    def note(self, kind: str, level: int, message: str, *args: Any) -> None:
-        """Log ``message``, but one of each ``kind`` per ``QUIET_FOR`` seconds."""
-        now = time.monotonic()
-        with self._lock:
-            until, left_out = self._quiet.get(kind, (0.0, 0))
-            if now < until:
-                self._quiet[kind] = (until, left_out + 1)
-                return
-            self._quiet[kind] = (now + QUIET_FOR, 0)
-        if left_out:
-            message += f" ({left_out} more like it in the last {QUIET_FOR:.0f} s not logged)"
-        log.log(level, message, *args)
+             "backend_errors", "backend_skipped"), 0)
+        self.note = QuietLog(log).note  # one of each kind per QUIET_FOR seconds
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -149,20 +144,22 @@ class _Rules:
             self._counts["fresh_hits"] += 1
 
     def stats(self) -> CacheStats:
+        breaker = getattr(self.backend, "breaker", None)
+        state = "closed" if breaker is None else breaker.state
         with self._lock:
-            return CacheStats(**self._counts)
+            return CacheStats(**self._counts, backend_state=state)
 
     def encode(self, key: str, value: Any) -> Any:
-        """The payload to store, or ``_UNSTORABLE`` if the codec refuses the value (it is
-        still returned to the caller, just not cached)."""
+        """The payload to store; :class:`TypeError` if the codec refuses the value, with
+        every backend (the memory backend keeps the object, but only one Redis could keep:
+        code tested on one backend must not break on the other)."""
+        check = None if self._encoded else getattr(self.codec, "check", None)
+        try:
+            data = check(value) if check is not None else self.codec.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"cannot cache {key!r}: {exc}") from exc
         if not self._encoded:
             return value
-        try:
-            data = self.codec.dumps(value)
-        except (TypeError, ValueError) as exc:
-            self.note("encode", logging.ERROR, "cannot cache %r: the codec refused the value "
-                      "(%s); pass a codec that can encode it", key, str(exc))
-            return _UNSTORABLE
         return data.encode() if isinstance(data, str) else data
 
     def entry(self, found: tuple[Any, float] | None, key: str) -> Served[Any] | None:
@@ -179,9 +176,23 @@ class _Rules:
         return Served(payload, age >= self.fresh_for, age)
 
     def backend_failed(self, exc: CacheUnavailable, doing: str) -> None:
+        if isinstance(exc.__cause__, CircuitOpen):  # not asked: its breaker logs the outage
+            self.count("backend_skipped")
+            return
         self.count("backend_errors")
         self.note("backend", logging.WARNING,
-                  "cache backend failed while %s; going to the source: %s", doing, str(exc))
+                  "cache backend failed while %s; using this process's memory and the "
+                  "source until it answers: %s", doing, str(exc))
+
+    def read_locally(self, exc: CacheUnavailable, key: str) -> tuple[Any, float] | None:
+        """After the shared backend failed to read ``key``: what this process kept."""
+        self.backend_failed(exc, f"reading {key!r}")
+        return None if self.local is None else self.local.get(key)
+
+    def store_locally(self, exc: CacheUnavailable, key: str, payload: Any) -> None:
+        self.backend_failed(exc, f"storing {key!r}")
+        if self.local is not None:
+            self.local.set(key, payload, self.stale_for)
 
     def join(self, key: str) -> tuple[_Flight, bool]:
         """The flight loading ``key`` and whether we lead it (we must then run the loader)."""
@@ -227,13 +238,14 @@ class StaleCache:
     """A stale-on-error, single-flight cache for sync code (see the module docstring).
 
     ``backend`` defaults to a :class:`MemoryBackend` of ``max_entries``; pass a
-    :class:`RedisBackend` to share entries across processes (values pass through ``codec``).
+    :class:`RedisBackend` to share entries across processes (``max_entries`` then bounds
+    the local fallback used while Redis is away). Values pass through ``codec``.
     The sync loader runs in the calling thread: give it its own deadline (``Database`` calls
     take one); ``deadline`` here bounds waiting for another caller's load.
     """
 
     def __init__(self, backend: Backend | None = None, *, fresh_for: Duration,
-                 stale_for: Duration, max_entries: int = 10_000, codec: Codec = json,
+                 stale_for: Duration, max_entries: int = 10_000, codec: Codec = TYPED_JSON,
                  stale_on: tuple[type[BaseException], ...] = ()) -> None:
         self._rules = _Rules(backend, fresh_for=fresh_for, stale_for=stale_for,
                              max_entries=max_entries, codec=codec, stale_on=stale_on)
@@ -249,8 +261,7 @@ class StaleCache:
         try:
             found = self.backend.get(key)
         except CacheUnavailable as exc:
-            rules.backend_failed(exc, f"reading {key!r}")
-            found = None
+            found = rules.read_locally(exc, key)
         if found is not None and found[1] < rules.fresh_for:  # the hot path: a fresh hit
             value: T
             if rules.objects:
@@ -302,8 +313,13 @@ class StaleCache:
                 if not isinstance(exc, Exception):
                     raise
                 return rules.fallback(exc, entry)
+            try:
+                payload = rules.encode(key, value)
+            except TypeError as exc:
+                flight.error = exc
+                raise
             flight.value = value
-            self._store(key, value)
+            self._store(key, payload)
             return Served(value, False, 0.0)
         finally:
             rules.land(key, flight)
@@ -312,21 +328,19 @@ class StaleCache:
         try:
             found = self.backend.get(key)
         except CacheUnavailable as exc:
-            self._rules.backend_failed(exc, f"reading {key!r}")
-            return None
+            found = self._rules.read_locally(exc, key)
         return self._rules.entry(found, key)
 
-    def _store(self, key: str, value: Any) -> None:
-        payload = self._rules.encode(key, value)
-        if payload is _UNSTORABLE:
-            return
+    def _store(self, key: str, payload: Any) -> None:
         try:
             self.backend.set(key, payload, self._rules.stale_for)
         except CacheUnavailable as exc:
-            self._rules.backend_failed(exc, f"storing {key!r}")
+            self._rules.store_locally(exc, key, payload)
 
     def invalidate(self, key: str) -> None:
         """Forget ``key`` (the next lookup loads it)."""
+        if self._rules.local is not None:
+            self._rules.local.delete(key)
         try:
             self.backend.delete(key)
         except CacheUnavailable as exc:
@@ -351,7 +365,7 @@ class AsyncStaleCache:
     while the caller gets the stale entry (if any) or :class:`DeadlineExceeded`."""
 
     def __init__(self, backend: Backend | None = None, *, fresh_for: Duration,
-                 stale_for: Duration, max_entries: int = 10_000, codec: Codec = json,
+                 stale_for: Duration, max_entries: int = 10_000, codec: Codec = TYPED_JSON,
                  stale_on: tuple[type[BaseException], ...] = ()) -> None:
         self._rules = _Rules(backend, fresh_for=fresh_for, stale_for=stale_for,
                              max_entries=max_entries, codec=codec, stale_on=stale_on)
@@ -412,7 +426,7 @@ class AsyncStaleCache:
                     flight: _Flight) -> Any:
         try:
             value = await loader()
-            await self._store(key, value)
+            await self._store(key, self._rules.encode(key, value))
             return value
         finally:
             self._rules.land(key, flight)
@@ -421,20 +435,18 @@ class AsyncStaleCache:
         try:
             found = await self.backend.aget(key)
         except CacheUnavailable as exc:
-            self._rules.backend_failed(exc, f"reading {key!r}")
-            return None
+            found = self._rules.read_locally(exc, key)
         return self._rules.entry(found, key)
 
-    async def _store(self, key: str, value: Any) -> None:
-        payload = self._rules.encode(key, value)
-        if payload is _UNSTORABLE:
-            return
+    async def _store(self, key: str, payload: Any) -> None:
         try:
             await self.backend.aset(key, payload, self._rules.stale_for)
         except CacheUnavailable as exc:
-            self._rules.backend_failed(exc, f"storing {key!r}")
+            self._rules.store_locally(exc, key, payload)
 
     async def invalidate(self, key: str) -> None:
+        if self._rules.local is not None:
+            self._rules.local.delete(key)
         try:
             await self.backend.adelete(key)
         except CacheUnavailable as exc:

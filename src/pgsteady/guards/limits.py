@@ -24,13 +24,14 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import psycopg
 from psycopg.abc import Params, Query
 
 from pgsteady import _checks
-from pgsteady.errors import CacheUnavailable, LimitExceeded, UsageError
+from pgsteady.errors import CacheUnavailable, CircuitOpen, LimitExceeded, UsageError
+from pgsteady.guards._quiet import QuietLog
 from pgsteady.guards.backends import Backend, MemoryBackend
 from pgsteady.settings import Duration, pg_interval, to_seconds
 
@@ -43,6 +44,12 @@ log = logging.getLogger("pgsteady.guards")
 _FIRST_PAUSE = 0.002
 _MAX_PAUSE = 0.05
 
+OnBackendError = Literal["raise", "open", "closed"]
+"""What a hold does when the backend (Redis) fails or its breaker is open: ``raise``
+:class:`CacheUnavailable`; ``open``: run the block without a slot (the limit is not enforced
+until Redis answers); ``closed``: refuse with :class:`LimitExceeded` (no slot can be proven
+free), its ``__cause__`` the :class:`CacheUnavailable`."""
+
 
 def _holder_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
@@ -51,8 +58,14 @@ def _holder_id() -> str:
 class _Limits:
     """What both limiters share: arguments, the wait's pacing, the error."""
 
-    def __init__(self, max_per_key: int, backend: Backend | None, lease: Duration) -> None:
+    def __init__(self, max_per_key: int, backend: Backend | None, lease: Duration,
+                 on_backend_error: OnBackendError) -> None:
         _checks.whole(max_per_key, "max_per_key")
+        if on_backend_error not in get_args(OnBackendError):
+            raise UsageError(f"on_backend_error must be 'raise', 'open' or 'closed', got "
+                             f"{on_backend_error!r}")
+        self.on_backend_error = on_backend_error
+        self.quiet = QuietLog(log)
         if backend is not None and not isinstance(backend, Backend):
             raise UsageError(f"backend must be a MemoryBackend, a RedisBackend or None, got "
                              f"{type(backend).__name__} {backend!r}")
@@ -84,6 +97,22 @@ class _Limits:
             yield min(left, pause * random.uniform(0.5, 1.0))
             pause = min(_MAX_PAUSE, pause * 2)
 
+    def backend_failed(self, key: str, exc: CacheUnavailable) -> None:
+        """Apply ``on_backend_error`` to a failed acquire: return to run the block without
+        a slot, or raise."""
+        if self.on_backend_error == "raise":
+            raise exc
+        self.quiet.note(f"backend-{self.on_backend_error}", logging.WARNING,
+                        "limiter backend unavailable; holds of %r and others are %s: %s", key,
+                        "let through without a slot" if self.on_backend_error == "open"
+                        else "refused", str(exc))
+        if self.on_backend_error == "open":
+            return
+        breaker = getattr(self.backend, "breaker", None)
+        retry_after = exc.__cause__.retry_after if isinstance(exc.__cause__, CircuitOpen) \
+            else breaker.stats().retry_after if breaker is not None else 0.0
+        raise LimitExceeded(key, self.max_per_key, max(0.001, retry_after)) from exc
+
     def wait_of(self, wait: Duration) -> float:
         seconds = to_seconds(wait, "wait")
         return 0.0 if seconds is None else seconds
@@ -96,11 +125,17 @@ class KeyedLimiter:
     :class:`RedisBackend` across every process using that Redis. Leases last ``lease``
     seconds and are renewed every third of that while held, by one background thread per
     limiter that exits once a renewal round finds nothing held.
+
+    When Redis fails or does not answer, ``on_backend_error`` decides (see
+    :data:`OnBackendError`): ``"raise"`` (the default) raises :class:`CacheUnavailable`,
+    which a web app must map (503) or it becomes a 500; ``"open"`` runs the block unlimited;
+    ``"closed"`` raises :class:`LimitExceeded`. The backend's breaker makes a hung Redis cost
+    one timeout per outage and probe, not one per hold.
     """
 
     def __init__(self, max_per_key: int, *, backend: Backend | None = None,
-                 lease: Duration = 30.0) -> None:
-        self._limits = _Limits(max_per_key, backend, lease)
+                 lease: Duration = 30.0, on_backend_error: OnBackendError = "raise") -> None:
+        self._limits = _Limits(max_per_key, backend, lease, on_backend_error)
         self.max_per_key = max_per_key
         self.backend = self._limits.backend
         self.lease = self._limits.lease
@@ -117,7 +152,14 @@ class KeyedLimiter:
     def hold(self, key: str, wait: Duration = 0.1) -> Iterator[None]:
         """Hold one of ``key``'s slots for the block; :class:`LimitExceeded` if none frees
         within ``wait`` seconds."""
-        holder = self._acquire(key, self._limits.wait_of(wait))
+        try:
+            holder: str | None = self._acquire(key, self._limits.wait_of(wait))
+        except CacheUnavailable as exc:
+            self._limits.backend_failed(key, exc)
+            holder = None
+        if holder is None:  # on_backend_error="open": no slot to renew or release
+            yield
+            return
         start = time.monotonic()
         try:
             yield
@@ -177,11 +219,11 @@ class KeyedLimiter:
 
 class AsyncKeyedLimiter:
     """:class:`KeyedLimiter` for asyncio: ``async with limiter.hold(key, wait=0.1):``; each
-    hold renews its own lease in a task."""
+    hold renews its own lease in a task. ``on_backend_error`` as for :class:`KeyedLimiter`."""
 
     def __init__(self, max_per_key: int, *, backend: Backend | None = None,
-                 lease: Duration = 30.0) -> None:
-        self._limits = _Limits(max_per_key, backend, lease)
+                 lease: Duration = 30.0, on_backend_error: OnBackendError = "raise") -> None:
+        self._limits = _Limits(max_per_key, backend, lease, on_backend_error)
         self.max_per_key = max_per_key
         self.backend = self._limits.backend
         self.lease = self._limits.lease
@@ -189,17 +231,14 @@ class AsyncKeyedLimiter:
     @contextlib.asynccontextmanager
     async def hold(self, key: str, wait: Duration = 0.1) -> AsyncIterator[None]:
         limits = self._limits
-        holder = _holder_id()
-        retry_after = await self.backend.aacquire(key, holder, limits.max_per_key, limits.lease)
-        if retry_after is not None:
-            for pause in limits.pauses(limits.wait_of(wait)):
-                await asyncio.sleep(pause)
-                retry_after = await self.backend.aacquire(key, holder, limits.max_per_key,
-                                                          limits.lease)
-                if retry_after is None:
-                    break
-            else:
-                raise limits.refused(key, retry_after)
+        try:
+            holder: str | None = await self._acquire(key, limits.wait_of(wait))
+        except CacheUnavailable as exc:
+            limits.backend_failed(key, exc)
+            holder = None
+        if holder is None:  # on_backend_error="open": no slot to renew or release
+            yield
+            return
         renewer = asyncio.ensure_future(self._renew(key, holder))
         start = time.monotonic()
         try:
@@ -214,6 +253,21 @@ class AsyncKeyedLimiter:
             except CacheUnavailable as exc:
                 log.warning("could not release a slot of %r (it frees when its lease "
                             "ends): %s", key, exc)
+
+    async def _acquire(self, key: str, wait: float) -> str:
+        limits = self._limits
+        holder = _holder_id()
+        retry_after = await self.backend.aacquire(key, holder, limits.max_per_key, limits.lease)
+        if retry_after is not None:
+            for pause in limits.pauses(wait):
+                await asyncio.sleep(pause)
+                retry_after = await self.backend.aacquire(key, holder, limits.max_per_key,
+                                                          limits.lease)
+                if retry_after is None:
+                    break
+            else:
+                raise limits.refused(key, retry_after)
+        return holder
 
     async def _renew(self, key: str, holder: str) -> None:
         while True:

@@ -30,6 +30,7 @@ _CACHE_COUNTERS = {
     "served_stale": "Lookups answered with a stale entry (the loader failed or was busy).",
     "waited_for_load": "Lookups that waited for another caller's load.",
     "backend_errors": "Cache backend (Redis) failures; the loader was used instead.",
+    "backend_skipped": "Cache backend (Redis) calls skipped because its breaker was open.",
 }
 
 
@@ -81,6 +82,13 @@ class GuardCollector:
             for name, cache_stats in caches:
                 family.add_metric([name], getattr(cache_stats, field))
             yield family
+        backend = GaugeMetricFamily("pgsteady_cache_backend_state",
+                                    "The cache backend's breaker: 0 closed, 1 half-open, 2 "
+                                    "open (Redis not asked; this process's memory serves).",
+                                    labels=["cache"])
+        for name, cache_stats in caches:
+            backend.add_metric([name], STATE_VALUES[cache_stats.backend_state])
+        yield backend
 
 
 _collectors: weakref.WeakKeyDictionary[CollectorRegistry, GuardCollector] = (

@@ -10,11 +10,15 @@ never printed (``repr`` and ``safe_url`` hide it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -96,7 +100,7 @@ class RedisServer:
 
     def start(self) -> Self:
         if self._fixed_port:
-            _process.check_port_free(self._fixed_port, "Redis")
+            self._wait_for_port(0.0)
         elif not self.port:
             self.port = _process.free_port()
         self._write_config()
@@ -122,8 +126,43 @@ class RedisServer:
             _process.stop(self._proc, signal.SIGTERM, grace=5)
             self._proc = None
 
-    def restart(self) -> None:
-        """Stop and start on the same port with the same password (the data is gone)."""
+    def restart(self, *, port_wait: float = 5.0) -> None:
+        """Stop and start on the same port with the same password (the data is gone),
+        waiting up to ``port_wait`` s for the old listener to be gone."""
         self.stop()
         self._fixed_port = self.port
+        self._wait_for_port(port_wait)
         self.start()
+
+    def _wait_for_port(self, wait: float) -> None:
+        """Until nothing listens on our port. The probe binds with SO_REUSEADDR, as
+        redis-server does: the TIME_WAIT sockets a client's connections leave behind must
+        not count as "taken" (a plain bind said so on every restart after a client)."""
+        port = self._fixed_port or self.port
+        deadline = time.monotonic() + wait
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError as exc:
+                    if time.monotonic() >= deadline:
+                        raise LabError(f"port {port} on 127.0.0.1 (for Redis) is taken by "
+                                       f"another process ({exc.strerror}); choose another "
+                                       f"port or leave it unset to pick a free one") from None
+                else:
+                    return
+            time.sleep(0.05)
+
+    @contextlib.contextmanager
+    def hung(self) -> Iterator[None]:
+        """Redis stops answering (SIGSTOP: connections stay open, nothing replies) for the
+        block, then answers again (SIGCONT): the outage a timeout is for."""
+        if self._proc is None:
+            raise LabError("Redis is not running")
+        pid = self._proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)

@@ -9,7 +9,8 @@ Fixtures:
     pgsteady_proxy      function: a :class:`~pgsteady.lab.proxy.FaultProxy` to the server
     pgsteady_redis      function: a throwaway, password-protected
                         :class:`~pgsteady.lab.redis_server.RedisServer` (``.url``, ``.client()``,
-                        ``.stop()``, ``.restart()``)
+                        ``.stop()``, ``.restart()``, ``with .hung():`` for a Redis that
+                        does not answer)
     pgsteady_lock_holder  function: hold a lock of a chosen mode on a table in another
                         session (see :mod:`pgsteady.migrate.testing`)
 
