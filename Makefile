@@ -13,7 +13,7 @@ demo: setup
 	$(BIN)/pgsteady report lab-report --out lab-report/index.html
 
 check: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 	$(BIN)/mypy
 
 test: check

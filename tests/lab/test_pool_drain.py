@@ -160,3 +160,23 @@ def test_cold_start_refuses_a_min_pool_size():
     out = subprocess.run([*PGSTEADY, "lab", "pool-drain", "--cold-start", "--min-pool-size", "2"],
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2 and "drop --min-pool-size" in out.stderr
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_sqlalchemy_collapses_under_a_burst_and_sqlalchemy_steady_destroys_nothing():
+    """A plain AsyncEngine with asyncio.timeout closes connections PgBouncer had linked (not-
+    ready closures, one per caller that left mid-query) and collapses; AsyncSteady over the
+    same engine kind never closes one: no not-ready closure, no server connection opened."""
+    config = PoolDrainConfig(strategies=("sqlalchemy", "sqlalchemy-steady"), duration=8.0,
+                             burst_start=2.0, burst_end=5.0, ceiling_duration=1.0)
+    result = run_pool_drain(config)
+    plain, steady = result.runs
+    assert plain.strategy == "sqlalchemy" and plain.collapsed
+    assert plain.totals["not_ready_closures"] > 10
+    assert steady.strategy == "sqlalchemy-steady" and not steady.collapsed
+    assert steady.totals["not_ready_closures"] == 0
+    assert steady.totals["server_connections_opened"] == 0
+    assert steady.per_second[-1]["db_completions"] > 0
+    assert [run["strategy"] for run in result.to_json()["runs"]] == \
+        ["sqlalchemy", "sqlalchemy-steady"]

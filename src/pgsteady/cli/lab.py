@@ -62,7 +62,8 @@ def register(verbs: Any) -> None:
                     "for the ceiling, then each strategy, and prints per-second tables and a "
                     "summary.")
     drain.add_argument("--strategy", default="naive,steady",
-                       help="comma-separated: naive, cancel, psycopg, steady, steady-async "
+                       help="comma-separated: naive, cancel, psycopg, steady, steady-async, "
+                            "sqlalchemy, sqlalchemy-steady "
                             "(default: naive,steady)")
     drain.add_argument("--pool-size", type=_args.non_negative_int, default=4,
                        help="PgBouncer's default_pool_size (4)")

@@ -20,6 +20,12 @@ Strategies — what each does when the deadline passes:
              connections only ever wait inside PgBouncer — nothing closes them on a deadline —
              so they keep every server connection busy instead of idle between jobs.
 ``steady-async``  the same with :class:`pgsteady.AsyncDatabase`, callers as tasks.
+``sqlalchemy``  a plain ``AsyncEngine`` (postgresql+psycopg, SQLAlchemy's default pool of 5
+             + 10 overflow) with ``asyncio.timeout(deadline)`` around each query, as FastAPI
+             code is written: the timeout cancels the query mid-flight and SQLAlchemy then
+             closes that connection, which PgBouncer may already have linked to a server.
+``sqlalchemy-steady``  :class:`pgsteady.sqlalchemy.AsyncSteady` over an ``AsyncEngine`` with
+             ``overcommit`` connections more than PgBouncer's pool, callers as tasks.
 
 The first three speak the wire protocol directly (:mod:`pgsteady.lab.wire`) so that the
 socket does exactly what those drivers do; all run on one asyncio loop, which keeps a
@@ -37,18 +43,25 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from pgsteady.arunner import AsyncDatabase
-from pgsteady.errors import DeadlineExceeded, Overloaded, PgsteadyError
+from pgsteady.errors import DeadlineExceeded, Overloaded, PgsteadyError, UsageError
 from pgsteady.lab._auth import read_passfile
 from pgsteady.lab.wire import WireConnection, WireError
 from pgsteady.runner import Database
 
-STRATEGIES = ("naive", "cancel", "psycopg", "steady", "steady-async")
+if TYPE_CHECKING:  # the sqlalchemy strategies import it when they run (an optional extra)
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from pgsteady.sqlalchemy import AsyncSteady
+
+STRATEGIES = ("naive", "cancel", "psycopg", "steady", "steady-async", "sqlalchemy",
+              "sqlalchemy-steady")
+SQLALCHEMY_POOL = {"pool_size": 5, "max_overflow": 10}  # create_async_engine's defaults
 _SOCKET_ERRORS = (OSError, asyncio.IncompleteReadError, WireError)
 
 
@@ -111,6 +124,8 @@ class Driver:
         self.db: AsyncDatabase | None = None
         self.sync_db: Database | None = None
         self.executor: ThreadPoolExecutor | None = None
+        self.sa_engine: AsyncEngine | None = None
+        self.sa_steady: AsyncSteady | None = None
         self._count_lock = threading.Lock()
 
     def _second(self) -> int:
@@ -118,7 +133,9 @@ class Driver:
 
     async def run(self, shifts: list[Shift]) -> Series:
         worker = {"naive": self._naive, "cancel": self._cancel, "psycopg": self._psycopg,
-                  "steady": self._steady_threads, "steady-async": self._steady}[self.strategy]
+                  "steady": self._steady_threads, "steady-async": self._steady,
+                  "sqlalchemy": self._sqlalchemy,
+                  "sqlalchemy-steady": self._sqlalchemy_steady}[self.strategy]
         tasks: list[asyncio.Task[None]] = []
         try:
             t = self.target
@@ -136,6 +153,8 @@ class Driver:
                 self.sync_db.wait(30)
                 self.executor = ThreadPoolExecutor(sum(s.workers for s in shifts),
                                                    thread_name_prefix="pgsteady-lab-caller")
+            elif self.strategy.startswith("sqlalchemy"):
+                await self._sqlalchemy_engine()
             tasks = [asyncio.create_task(self._shift_worker(worker, shift))
                      for shift in shifts for _ in range(shift.workers)]
             await asyncio.gather(*tasks)
@@ -149,6 +168,10 @@ class Driver:
                 self.sync_db.close(timeout=5)
             if self.executor is not None:
                 self.executor.shutdown(wait=True)
+            if self.sa_steady is not None:
+                await self.sa_steady.aclose(timeout=5)
+            if self.sa_engine is not None:
+                await self.sa_engine.dispose()
         return self.series
 
     async def _shift_worker(self, worker: Callable[[float], Awaitable[None]],
@@ -276,6 +299,85 @@ class Driver:
                 time.sleep(0.01)
             with self._count_lock:
                 counter[self._second()] += 1
+
+
+    # -- SQLAlchemy ------------------------------------------------------------------------
+
+    async def _sqlalchemy_engine(self) -> None:
+        """The engine (and, for sqlalchemy-steady, the AsyncSteady), its client connections
+        opened before the clock starts, as steady-async's are."""
+        try:
+            from sqlalchemy import text
+            from sqlalchemy.ext.asyncio import create_async_engine
+
+            from pgsteady.sqlalchemy import AsyncSteady, url_from_dsn
+        except ImportError as exc:
+            raise UsageError(f"the {self.strategy} strategy needs SQLAlchemy: pip install "
+                             f"'pgsteady[sqlalchemy]' ({exc})") from None
+        t = self.target
+        url = url_from_dsn(t.conninfo())
+        if self.strategy == "sqlalchemy":
+            # Behind PgBouncer 1.18 in transaction mode psycopg must not prepare statements;
+            # a service there has had to set this already.
+            self.sa_engine = create_async_engine(url, connect_args={"prepare_threshold": None},
+                                                 **SQLALCHEMY_POOL)
+            size = SQLALCHEMY_POOL["pool_size"]
+        else:
+            size = t.client_pool_size
+            self.sa_engine = create_async_engine(url, pool_size=size, max_overflow=0)
+            self.sa_steady = AsyncSteady(self.sa_engine, pooler="transaction",
+                                         service="pgsteady-lab")
+        engine = self.sa_engine
+
+        async def one() -> None:
+            async with engine.connect() as conn:
+                await conn.execute(text("select 1"))
+                await asyncio.sleep(0.05)  # hold it: the others open their own
+
+        await asyncio.wait_for(asyncio.gather(*(one() for _ in range(size))), 30)
+
+    async def _sqlalchemy(self, stop_at: float) -> None:
+        """A FastAPI-style handler: a session per request, ``asyncio.timeout`` around the query."""
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+        from sqlalchemy.ext.asyncio import async_sessionmaker
+
+        assert self.sa_engine is not None
+        sessions = async_sessionmaker(self.sa_engine)
+        statement = text(self.target.query)
+        deadline = self.target.deadline
+        while time.monotonic() < stop_at:
+            try:
+                async with sessions() as session:
+                    async with asyncio.timeout(deadline):
+                        await session.execute(statement)
+                        await session.commit()
+                self.series.answered[self._second()] += 1
+            except TimeoutError:
+                self.series.timeouts[self._second()] += 1
+            except (SQLAlchemyError, psycopg.Error, *_SOCKET_ERRORS):
+                self.series.errors[self._second()] += 1
+                await asyncio.sleep(0.01)
+
+    async def _sqlalchemy_steady(self, stop_at: float) -> None:
+        from sqlalchemy import text
+        from sqlalchemy.exc import SQLAlchemyError
+
+        assert self.sa_steady is not None
+        statement = text(self.target.query)
+        deadline = self.target.deadline
+        while time.monotonic() < stop_at:
+            try:
+                await self.sa_steady.scalar(statement, deadline=deadline)
+                self.series.answered[self._second()] += 1
+            except DeadlineExceeded:
+                self.series.timeouts[self._second()] += 1
+            except Overloaded:
+                self.series.rejected[self._second()] += 1
+                await asyncio.sleep(deadline)  # see _steady
+            except (PgsteadyError, SQLAlchemyError, psycopg.Error, *_SOCKET_ERRORS):
+                self.series.errors[self._second()] += 1
+                await asyncio.sleep(0.01)
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
