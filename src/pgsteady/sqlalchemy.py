@@ -161,12 +161,17 @@ def _setup(engine: Engine, *, concurrency: int | None, max_waiting: int | None, 
         connect_timeout=connect_timeout)
 
 
-def _wrap(exc: BaseException) -> BaseException:
-    """A broken connection as :class:`QueryFailed` (the breaker counts it); the statement's
-    own errors (a unique violation, its statement_timeout) reach the caller unchanged."""
+def _wrap(exc: BaseException, job: Job) -> BaseException:
+    """A broken connection as :class:`QueryFailed` (the breaker counts it), or
+    :class:`OutcomeUnknown` when it broke after COMMIT was sent; the statement's own errors
+    (a unique violation, its statement_timeout) reach the caller unchanged."""
     if isinstance(exc, DBAPIError):
-        inner = _core.wrap_error(exc.orig) if exc.orig is not None else exc
-        if exc.connection_invalidated or isinstance(inner, QueryFailed):
+        broken = bool(exc.connection_invalidated)
+        inner = _core.wrap_error(exc.orig, job, broken) if exc.orig is not None else exc
+        if isinstance(inner, QueryFailed):
+            inner.__cause__ = exc
+            return inner
+        if broken:
             wrapped = QueryFailed(f"the connection failed during the job: {inner}")
             wrapped.__cause__ = exc
             return wrapped
@@ -310,7 +315,7 @@ class AsyncSteady:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         loop = asyncio.get_running_loop()
         now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
+        job = Job(_ignore_job(work), budget, now, None if budget is None else now + budget)
         self._core.admit(job)
         job.waker = loop.create_future()
         if budget == 0:  # no time at all: fail before anything is sent
@@ -375,14 +380,20 @@ class AsyncSteady:
         try:
             if self._wiring.local is not None:
                 await connection.exec_driver_sql(*self._wiring.local)
-            result = await job.work(session)
+            result = await job.work(session, job)
+            job.commit_sent = True  # a break from here on leaves the outcome unknown
             await session.commit()
         except BaseException as exc:  # recorded for the caller; rolled back on close
-            error = _wrap(exc)
+            error = _wrap(exc, job)
             if not isinstance(exc, Exception):
                 raise
         finally:
             self._core.finish(job, result, error)
+
+
+def _ignore_job(fn: Callable[[Any], Any]) -> Callable[[Any, Job], Any]:
+    """The runners' work takes ``(conn, job)``; a user's ``fn`` takes the session only."""
+    return lambda session, job: fn(session)
 
 
 def _settle(job: Job) -> None:
@@ -508,7 +519,7 @@ class Steady:
     def _unguarded(self, work: Callable[[Session], Any], deadline: Duration) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
+        job = Job(_ignore_job(work), budget, now, None if budget is None else now + budget)
         job.waker = threading.Lock()
         job.waker.acquire()
         with self._ready:
@@ -565,10 +576,11 @@ class Steady:
         try:
             if self._wiring.local is not None:
                 connection.exec_driver_sql(*self._wiring.local)
-            result = job.work(session)
+            result = job.work(session, job)
+            job.commit_sent = True  # a break from here on leaves the outcome unknown
             session.commit()
         except BaseException as exc:  # recorded for the caller; rolled back on close
-            error = _wrap(exc)
+            error = _wrap(exc, job)
             if not isinstance(exc, Exception):
                 raise
         finally:
