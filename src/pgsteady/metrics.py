@@ -28,7 +28,10 @@ PHASES = ("queued", "connecting", "running")
 
 
 class _HasStats(Protocol):
-    settings: object
+    # Read-only (a property): a plain ``settings: object`` attribute is writable, and mypy
+    # --strict rejects Database (settings: SessionSettings) for it, as invariant.
+    @property
+    def settings(self) -> object: ...
 
     def stats(self) -> DatabaseStats: ...
 
