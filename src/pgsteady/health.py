@@ -320,9 +320,11 @@ class Health:
             self._running[mode] = mine
         try:
             self._evaluate_sync(mode, timeout, mine)
-        except BaseException:
+        except BaseException as exc:  # e.g. close()d: probes that joined must not wait forever
             with self._lock:
                 self._running.pop(mode, None)
+            if not mine.done():
+                mine.set_exception(exc)
             raise
         return mine
 
