@@ -16,11 +16,16 @@ left 1,000 concurrent scrapes retrying SYNs for up to a minute. Here:
   ``503 Retry-After: 1`` and is closed, instead of waiting minutes.
 
 The app is a plain function ``Request -> Response``; no request bodies are accepted (GET and
-HEAD are all ``/metrics`` and ``/health/*`` need).
+HEAD are all ``/metrics`` and ``/health/*`` need). An app whose answer waits on something slow
+and shared (the readiness checks) returns a ``concurrent.futures.Future[Response]`` instead: the
+worker moves on at once and a worker sends the answer when the future completes, so requests
+waiting on it cost a socket each, never a worker (with 4 workers, 50 probes waiting on a 1 s
+check used to queue for up to 5 s). Such a future must complete: nothing else ends the wait.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import queue
@@ -32,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import Message
 from email.parser import BytesHeaderParser
+from functools import partial
 from http import HTTPStatus
 from typing import Self
 
@@ -83,7 +89,10 @@ class Response:
     body: bytes = b""
 
 
-App = Callable[[Request], Response]
+Answer = Response | concurrent.futures.Future[Response]
+App = Callable[[Request], Answer]
+# A worker's item: a request to answer, or (response set) a deferred answer to send.
+_Work = tuple["_Conn", Request, Response | None]
 
 
 @dataclass(eq=False)
@@ -138,7 +147,11 @@ class BoundedServer:
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
         self._returned: queue.SimpleQueue[_Conn] = queue.SimpleQueue()  # from workers
-        self._work: queue.Queue[tuple[_Conn, Request] | None] = queue.Queue(self.limits.queue)
+        # Unbounded so that a deferred answer can always be handed to a worker; requests are
+        # bounded by the count below (limits.queue), answers by the open connections.
+        self._work: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self._queued = 0  # requests in _work
+        self._queued_lock = threading.Lock()
         self._open: set[_Conn] = set()  # every connection not yet closed, wherever it is
         self._open_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -166,10 +179,7 @@ class BoundedServer:
         self._stopping.set()
         self._wake()
         for _ in range(self.limits.workers):
-            try:
-                self._work.put_nowait(None)
-            except queue.Full:
-                break  # the workers also check _stopping after each request
+            self._work.put(None)
         deadline = time.monotonic() + wait
         for thread in self._threads:
             if thread.ident is not None:
@@ -315,11 +325,15 @@ class BoundedServer:
         conn.buffer = rest
         self._selector.unregister(conn.sock)
         conn.queued_at = time.monotonic()
-        try:
-            self._work.put_nowait((conn, request))
-        except queue.Full:
+        with self._queued_lock:
+            full = self._queued >= self.limits.queue
+            if not full:
+                self._queued += 1
+        if full:
             self._forget(conn)
             self._refuse(conn.sock, "too many requests queued")
+            return
+        self._work.put((conn, request, None))
 
     def _answer_and_close(self, conn: _Conn, status: int, text: str) -> None:
         self._selector.unregister(conn.sock)
@@ -353,9 +367,12 @@ class BoundedServer:
             item = self._work.get()
             if item is None:
                 return
-            conn, request = item
+            conn, request, response = item
+            if response is None:
+                with self._queued_lock:
+                    self._queued -= 1
             try:
-                keep = self._serve(conn, request)
+                keep = self._serve(conn, request, response)
             except OSError as exc:  # the client left, or read too slowly
                 log.debug("%s: sending to a client failed: %s", self.name, exc)
                 keep = False
@@ -363,6 +380,8 @@ class BoundedServer:
                 log.exception("%s: answering %s %s failed", self.name, request.method,
                               request.path)
                 keep = False
+            if keep is None:
+                continue  # deferred: _deferred hands the answer back to a worker
             if keep and not self._stopping.is_set():
                 conn.waiting = True
                 conn.since = time.monotonic()
@@ -373,18 +392,25 @@ class BoundedServer:
                 self._forget(conn)
                 conn.sock.close()
 
-    def _serve(self, conn: _Conn, request: Request) -> bool:
-        """Answer one request; True to keep the connection for another."""
-        if time.monotonic() - conn.queued_at > self.limits.queue_timeout:
-            conn.sock.settimeout(self.limits.write_timeout)
-            conn.sock.sendall(_refusal(503, "busy: waited too long for a worker; retry"))
-            return False
-        try:
-            response = self.app(request)
-        except Exception:
-            log.exception("%s: %s %s failed", self.name, request.method, request.path)
-            response = Response(500, [("Content-Type", "text/plain; charset=utf-8")],
-                                b"internal error\n")
+    def _serve(self, conn: _Conn, request: Request, response: Response | None) -> bool | None:
+        """Answer one request (or send its deferred ``response``); True to keep the connection
+        for another, None when the app deferred its answer."""
+        if response is None:
+            if time.monotonic() - conn.queued_at > self.limits.queue_timeout:
+                conn.sock.settimeout(self.limits.write_timeout)
+                conn.sock.sendall(_refusal(503, "busy: waited too long for a worker; retry"))
+                return False
+            try:
+                answer = self.app(request)
+            except Exception:
+                log.exception("%s: %s %s failed", self.name, request.method, request.path)
+                answer = _internal_error()
+            if isinstance(answer, concurrent.futures.Future):
+                if not answer.done():
+                    answer.add_done_callback(partial(self._deferred, conn, request))
+                    return None
+                answer = self._result(answer, request)
+            response = answer
         connection = request.headers.get("Connection", "").lower()
         keep_alive = (request.version == "HTTP/1.1" and "close" not in connection) or \
             (request.version == "HTTP/1.0" and "keep-alive" in connection)
@@ -393,6 +419,23 @@ class BoundedServer:
         conn.sock.settimeout(self.limits.write_timeout)
         conn.sock.sendall(data)
         return keep_alive
+
+
+    def _deferred(self, conn: _Conn, request: Request,
+                  answer: concurrent.futures.Future[Response]) -> None:
+        """A deferred answer is ready (on the thread that completed it): a worker sends it."""
+        self._work.put((conn, request, self._result(answer, request)))
+
+    def _result(self, answer: concurrent.futures.Future[Response], request: Request) -> Response:
+        try:
+            return answer.result()
+        except Exception:  # the app's failure, or a cancelled answer
+            log.exception("%s: %s %s failed", self.name, request.method, request.path)
+            return _internal_error()
+
+
+def _internal_error() -> Response:
+    return Response(500, [("Content-Type", "text/plain; charset=utf-8")], b"internal error\n")
 
 
 _HEADERS = BytesHeaderParser()

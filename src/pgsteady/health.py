@@ -22,29 +22,38 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from pgsteady import _checks, _http
+from pgsteady._health_serve import (
+    CONTENT_TYPE,
+    PATHS,
+    ASGIApp,
+    HealthServer,
+    WSGIApp,
+    asgi_app,
+    status_code,
+    wsgi_app,
+)
 from pgsteady.errors import UsageError
 from pgsteady.guards.backends import RedisBackend
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import scrub
 
+__all__ = ["CONTENT_TYPE", "PATHS", "Check", "CheckResult", "Health", "HealthServer", "Status",
+           "breaker_check", "db_check", "optional", "redis_check", "status_code"]
+
 log = logging.getLogger("pgsteady.health")
 
 Status = Literal["pass", "warn", "fail"]
 Mode = Literal["ready", "deep"]
-CONTENT_TYPE = "application/health+json"
-PATHS: dict[str, str] = {"/health/live": "live", "/health/ready": "ready",
-                         "/health/deep": "deep"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,7 @@ class Check:
     ready: Callable[[float], Any]
     deep: Callable[[float], Any]
     component_type: str = "component"
+    optional: bool = False  # its failure is reported as "warn": see optional()
 
 
 def _as_check(value: Check | Callable[[], Any]) -> Check:
@@ -79,6 +89,23 @@ def _as_check(value: Check | Callable[[], Any]) -> Check:
             return await value()
         return Check(async_probe, async_probe)
     return Check(lambda _timeout: value(), lambda _timeout: value())
+
+
+def optional(check: Check | Callable[[], Any]) -> Check:
+    """A dependency the service can serve without (a cache, a recommendations API): when it
+    fails, ``ready()`` and ``deep()`` report it — and the whole report — as ``warn`` and still
+    answer 200, so its outage degrades requests instead of taking every server out of rotation
+    (which would turn a Redis outage into a full one). It is still run, timed and shown."""
+    return replace(_as_check(check), optional=True)
+
+
+def _settle(entry: dict[str, Any], check: Check) -> dict[str, Any]:
+    """An optional check's failure is a warning (the service stays ready without it)."""
+    if not check.optional or entry["status"] != "fail":
+        return entry
+    why = entry.get("output") or "failed"
+    log.warning("optional check failed, still ready: %s", why)
+    return {**entry, "status": "warn", "output": f"{why} (optional: still ready without it)"}
 
 
 def db_check(db: Any) -> Check:
@@ -213,11 +240,6 @@ def _overall(checks: Mapping[str, list[dict[str, Any]]]) -> Status:
     return "fail" if "fail" in statuses else "warn" if "warn" in statuses else "pass"
 
 
-def status_code(report: Mapping[str, Any]) -> int:
-    """The HTTP status for a report: 503 when it fails, else 200 (warn is still ready)."""
-    return 503 if report.get("status") == "fail" else 200
-
-
 class Health:
     """Liveness, readiness and deep checks over named dependencies (see the module doc).
 
@@ -247,7 +269,9 @@ class Health:
         # load-balancer checks costs the database one query, not one each.
         self._lock = threading.Lock()
         self._running: dict[Mode, concurrent.futures.Future[dict[str, Any]]] = {}
-        self._arunning: dict[Mode, asyncio.Future[dict[str, Any]]] = {}
+        # Per event loop: a Health may serve a uvicorn loop and be probed from another.
+        self._arunning: dict[tuple[asyncio.AbstractEventLoop, Mode],
+                             asyncio.Future[dict[str, Any]]] = {}
 
     def close(self) -> None:
         """Stop the check threads (checks still running finish on their own)."""
@@ -280,42 +304,84 @@ class Health:
         return self._run_sync("deep", self.deep_timeout)
 
     def _run_sync(self, mode: Mode, timeout: float) -> dict[str, Any]:
+        return self._shared(mode, timeout).result()
+
+    def _shared(self, mode: Mode, timeout: float) -> concurrent.futures.Future[dict[str, Any]]:
+        """The report of the evaluation of ``mode`` running now, or of one started now.
+
+        Never blocks: a probe that arrives while the checks run shares their result, and the
+        future completes by the deadline whatever the checks do, so no caller — a thread, or
+        a deferred answer of the HTTP server — waits longer than ``timeout`` for it."""
         with self._lock:
             running = self._running.get(mode)
-            if running is None:
-                mine: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-                self._running[mode] = mine
-        if running is not None:
-            return running.result(timeout + 1.0)
+            if running is not None:
+                return running
+            mine: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+            self._running[mode] = mine
         try:
-            report = self._evaluate_sync(mode, timeout)
-        except BaseException as exc:
-            mine.set_exception(exc)
-            raise
-        else:
-            mine.set_result(report)
-        finally:
+            self._evaluate_sync(mode, timeout, mine)
+        except BaseException as exc:  # e.g. close()d: probes that joined must not wait forever
             with self._lock:
-                del self._running[mode]
-        return report
+                self._running.pop(mode, None)
+            if not mine.done():
+                mine.set_exception(exc)
+            raise
+        return mine
 
-    def _evaluate_sync(self, mode: Mode, timeout: float) -> dict[str, Any]:
+    def _evaluate_sync(self, mode: Mode, timeout: float,
+                       report: concurrent.futures.Future[dict[str, Any]]) -> None:
+        """Start every check on the check threads; ``report`` is set when the last one ends
+        or at the deadline (a timer), whichever comes first."""
         start = time.monotonic()
         budget = timeout * 0.9
-        futures = {name: self._threads.submit(self._one_sync, check, mode, budget)
-                   for name, check in self.checks.items()}
-        concurrent.futures.wait(futures.values(), timeout=timeout)
-        checks: dict[str, list[dict[str, Any]]] = {}
-        for name, future in futures.items():
-            check = self.checks[name]
-            if future.done():
-                checks[name] = [future.result()]
-            else:
-                future.cancel()
-                checks[name] = [_failed(TimeoutError(f"no answer within {timeout * 1000:.0f} "
+        finished = threading.Event()
+        futures: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
+
+        def finish() -> None:
+            with self._lock:
+                if finished.is_set():
+                    return
+                finished.set()
+            timer.cancel()
+            try:
+                checks: dict[str, list[dict[str, Any]]] = {}
+                for name, check in self.checks.items():
+                    future = futures.get(name)
+                    if future is not None and future.done() and not future.cancelled():
+                        entry = future.result()
+                    else:
+                        if future is not None:
+                            future.cancel()
+                        entry = _failed(TimeoutError(f"no answer within {timeout * 1000:.0f} "
                                                      f"ms"), time.monotonic() - start,
-                                        check.component_type)]
-        return self._report(mode, checks)
+                                        check.component_type)
+                    checks[name] = [_settle(entry, check)]
+                result: dict[str, Any] | BaseException = self._report(mode, checks)
+            except BaseException as exc:
+                log.exception("building the %s report failed", mode)
+                result = exc
+            with self._lock:
+                self._running.pop(mode, None)
+            if isinstance(result, BaseException):
+                report.set_exception(result)
+            else:
+                report.set_result(result)
+
+        def one_done(_: object) -> None:
+            if all(future.done() for future in futures.values()):
+                finish()
+
+        timer = threading.Timer(timeout, finish)
+        timer.daemon = True
+        timer.name = f"pgsteady-health-{mode}-deadline"
+        for name, check in self.checks.items():
+            futures[name] = self._threads.submit(self._one_sync, check, mode, budget)
+        for future in list(futures.values()):
+            future.add_done_callback(one_done)
+        if not self.checks:
+            finish()
+        elif not finished.is_set():
+            timer.start()
 
     @staticmethod
     def _one_sync(check: Check, mode: Mode, budget: float) -> dict[str, Any]:
@@ -340,19 +406,21 @@ class Health:
         return await self._run_async("deep", self.deep_timeout)
 
     async def _run_async(self, mode: Mode, timeout: float) -> dict[str, Any]:
-        running = self._arunning.get(mode)
+        key = (asyncio.get_running_loop(), mode)
+        running = self._arunning.get(key)
         if running is not None:
             return await asyncio.shield(running)
         mine = asyncio.ensure_future(self._evaluate_async(mode, timeout))
-        self._arunning[mode] = mine
-        mine.add_done_callback(lambda _: self._arunning.pop(mode, None))
+        self._arunning[key] = mine
+        mine.add_done_callback(lambda _: self._arunning.pop(key, None))
         return await asyncio.shield(mine)
 
     async def _evaluate_async(self, mode: Mode, timeout: float) -> dict[str, Any]:
         names = list(self.checks)
         results = await asyncio.gather(
             *(self._one_async(self.checks[name], mode, timeout) for name in names))
-        return self._report(mode, dict(zip(names, ([r] for r in results), strict=True)))
+        return self._report(mode, {name: [_settle(result, self.checks[name])]
+                                   for name, result in zip(names, results, strict=True)})
 
     async def _one_async(self, check: Check, mode: Mode, timeout: float) -> dict[str, Any]:
         probe = check.ready if mode == "ready" else check.deep
@@ -374,95 +442,32 @@ class Health:
 
     # -- serving -------------------------------------------------------------------------
 
-    def asgi(self) -> Callable[[Any, Any, Any], Awaitable[None]]:
-        """An ASGI 3 app serving ``/health/live``, ``/health/ready``, ``/health/deep``."""
-        async def app(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "lifespan":
-                while True:
-                    message = await receive()
-                    if message["type"] == "lifespan.startup":
-                        await send({"type": "lifespan.startup.complete"})
-                    elif message["type"] == "lifespan.shutdown":
-                        await send({"type": "lifespan.shutdown.complete"})
-                        return
-            if scope["type"] != "http":
-                return
-            which = PATHS.get(scope["path"].rstrip("/"))
-            if which is None or scope["method"] not in ("GET", "HEAD"):
-                code, body = 404, {"status": "fail", "output": "not found; try /health/live, "
-                                   "/health/ready or /health/deep"}
-            else:
-                body = self.live() if which == "live" else \
-                    await (self.aready() if which == "ready" else self.adeep())
-                code = status_code(body)
-            data = json.dumps(body, default=str).encode()
-            await send({"type": "http.response.start", "status": code,
-                        "headers": [(b"content-type", CONTENT_TYPE.encode()),
-                                    (b"cache-control", b"no-store"),
-                                    (b"content-length", str(len(data)).encode())]})
-            await send({"type": "http.response.body",
-                        "body": b"" if scope["method"] == "HEAD" else data})
-        return app
+    def _probe(self, which: Literal["ready", "deep"]) -> concurrent.futures.Future[dict[str, Any]]:
+        """The shared evaluation's report, as a future (for the bounded server's deferred
+        answers: a waiting probe holds no thread)."""
+        return self._shared(which, self.timeout if which == "ready" else self.deep_timeout)
+
+    def asgi(self) -> ASGIApp:
+        """An ASGI 3 app serving ``/health/live``, ``/health/ready``, ``/health/deep``,
+        relative to where it is mounted (``root_path``: uvicorn's ``--root-path``, a
+        Starlette/FastAPI ``Mount("/probes", app=health.asgi())``)."""
+        return asgi_app(self)
+
+    def wsgi(self) -> WSGIApp:
+        """A WSGI app with the same routes and JSON, for Flask or Django (mount it with
+        werkzeug's ``DispatcherMiddleware``; paths are relative to ``SCRIPT_NAME``). Each
+        readiness probe holds a server thread until the shared evaluation ends (at most
+        ``timeout``): WSGI has no other way to wait."""
+        return wsgi_app(self)
 
     def serve(self, port: int = 0, host: str = "127.0.0.1", *,
               limits: _http.Limits | None = None) -> HealthServer:
         """Serve the three endpoints from a small bounded HTTP server on daemon threads (for
         workers without a web server); ``port=0`` picks a free one. ``limits`` bounds its
-        threads, connections and timeouts (:class:`pgsteady._http.Limits`). Stop it with
-        ``stop()`` or ``with``."""
+        threads, connections and timeouts (:class:`pgsteady._http.Limits`); readiness probes
+        wait on the shared evaluation, not on its workers, so each is answered within
+        ``timeout`` however many arrive. Stop it with ``stop()`` or ``with``."""
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise UsageError(f"port must be a whole number from 0 to 65535 (0: any free one), "
                              f"got {port!r}")
         return HealthServer(self, host, port, limits).start()
-
-
-class HealthServer:
-    """A running ``Health.serve()``: ``.port``, ``.url(path)``, ``stop()``.
-
-    It runs on :class:`~pgsteady._http.BoundedServer`: a fixed number of threads however many
-    probes connect, slow or silent connections closed after ``limits.header_timeout``."""
-
-    def __init__(self, health: Health, host: str, port: int,
-                 limits: _http.Limits | None = None) -> None:
-        self.health = health
-
-        def app(request: _http.Request) -> _http.Response:
-            which = PATHS.get(request.path.rstrip("/"))
-            if which is None or request.method not in ("GET", "HEAD"):
-                code, body = 404, {"status": "fail", "output": "not found"}
-            else:
-                body = getattr(health, which)()
-                code = status_code(body)
-            return _http.Response(code, [("Content-Type", CONTENT_TYPE),
-                                         ("Cache-Control", "no-store")],
-                                  json.dumps(body, default=str).encode())
-
-        try:
-            self._server = _http.BoundedServer(app, host, port, limits,
-                                               name="pgsteady-health-http")
-        except OSError as exc:
-            raise UsageError(f"cannot serve health on {host}:{port}: {exc.strerror}; choose "
-                             f"another port (0 picks a free one)") from None
-        self.host = host
-        self.port: int = self._server.port
-
-    @property
-    def threads(self) -> int:
-        """Threads serving HTTP (fixed: ``limits.workers`` + 1)."""
-        return self._server.threads
-
-    def start(self) -> Self:
-        self._server.start()
-        return self
-
-    def url(self, path: str = "/health/live") -> str:
-        return f"http://{self.host}:{self.port}{path}"
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

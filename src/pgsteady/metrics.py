@@ -16,19 +16,25 @@ from collections.abc import Iterator
 from typing import Protocol
 
 import psycopg
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import REGISTRY, CollectorRegistry
 from psycopg.conninfo import conninfo_to_dict
 
 from pgsteady import _checks
 from pgsteady._core import DatabaseStats
+from pgsteady._extras import needs
 from pgsteady.errors import UsageError
+
+with needs("metrics", "pgsteady.metrics (instrument)"):
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.registry import REGISTRY, CollectorRegistry
 
 PHASES = ("queued", "connecting", "running")
 
 
 class _HasStats(Protocol):
-    settings: object
+    # Read-only (a property): a plain ``settings: object`` attribute is writable, and mypy
+    # --strict rejects Database (settings: SessionSettings) for it, as invariant.
+    @property
+    def settings(self) -> object: ...
 
     def stats(self) -> DatabaseStats: ...
 

@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -17,7 +18,15 @@ import uvicorn
 from pgsteady import AsyncDatabase, Database
 from pgsteady._http import Limits
 from pgsteady.guards import CircuitBreaker
-from pgsteady.health import CheckResult, Health, breaker_check, db_check, redis_check
+from pgsteady.health import (
+    CheckResult,
+    Health,
+    breaker_check,
+    db_check,
+    optional,
+    redis_check,
+)
+from pgsteady.testing.http_load import burst
 
 
 def _get(port: int, path: str) -> tuple[int, dict, float, str]:
@@ -29,8 +38,9 @@ def _get(port: int, path: str) -> tuple[int, dict, float, str]:
         body = response.read()
     finally:
         conn.close()
-    return (response.status, json.loads(body), time.perf_counter() - start,
-            response.getheader("content-type"))
+    ctype = response.getheader("content-type")
+    return (response.status, json.loads(body) if "json" in ctype else {"text": body},
+            time.perf_counter() - start, ctype)
 
 
 def _free_port() -> int:
@@ -44,10 +54,10 @@ def uvicorn_serve() -> Iterator:
     """``serve(app) -> port``: uvicorn in a thread, stopped after the test."""
     servers: list[tuple[uvicorn.Server, threading.Thread]] = []
 
-    def serve(app) -> int:
+    def serve(app, **config) -> int:
         port = _free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning", lifespan="on"))
+                                               log_level="warning", lifespan="on", **config))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         servers.append((server, thread))
@@ -215,3 +225,109 @@ def test_concurrent_probes_share_one_evaluation():
     reports = asyncio.run(burst())
     health.close()
     assert len(calls) == 1 and all(r["status"] == "pass" for r in reports)
+
+
+def _burst_ready(port: int, path: str = "/health/ready") -> list:
+    answers = burst(port, 50, path, within=30)
+    assert len(answers) == 50 and all(a.status == 503 for a in answers), \
+        Counter(a.status or a.error for a in answers)
+    assert all(json.loads(a.body)["checks"]["db"][0]["status"] == "fail" for a in answers)
+    return [a.seconds for a in answers]
+
+
+def test_fifty_concurrent_probes_each_answered_within_the_timeout(pgsteady_proxy,
+                                                                  uvicorn_serve):
+    """50 readiness probes at once with PostgreSQL black-holed (timeout 1 s), on
+    ``serve()``'s 4 workers and under uvicorn: every one answered in under 2 s (the old
+    server queued them behind its workers: 5.8 s)."""
+    with Database(_dsn(pgsteady_proxy), pool_size=2, connect_timeout=2) as db:
+        db.wait(10)
+        health = Health({"db": db_check(db)}, timeout=1.0)
+        port = uvicorn_serve(health.asgi())
+        with health.serve(0) as server:
+            pgsteady_proxy.blackhole(True)
+            for each in (server.port, port):
+                took = _burst_ready(each) + _burst_ready(each)
+                assert max(took) < 2.0, sorted(took)[-5:]
+        health.close()
+
+
+def test_an_optional_dependency_that_is_down_only_warns(pgsteady_database, pgsteady_redis):
+    """optional(redis_check): with Redis stopped, readiness stays 200 and says warn (for
+    the check and overall), while a failing required check still fails it."""
+    with Database(pgsteady_database.dsn, pool_size=1) as db, pgsteady_redis.client() as client:
+        health = Health({"db": db_check(db), "cache": optional(redis_check(client))})
+        with health.serve(0) as server:
+            code, body, _, _ = _get(server.port, "/health/ready")
+            assert code == 200 and body["status"] == "pass"
+            pgsteady_redis.stop()
+            code, body, _, _ = _get(server.port, "/health/ready")
+            assert code == 200 and body["status"] == "warn"
+            assert body["checks"]["cache"][0]["status"] == "warn"
+            assert "optional" in body["checks"]["cache"][0]["output"]
+            assert body["checks"]["db"][0]["status"] == "pass"
+            code, body, _, _ = _get(server.port, "/health/deep")
+            assert code == 200 and body["checks"]["cache"][0]["status"] == "warn"
+        both = Health({"cache": optional(redis_check(client)), "must": lambda: False})
+        assert both.ready()["status"] == "fail"
+        both.close()
+        health.close()
+
+
+def test_asgi_mounted_under_a_prefix(uvicorn_serve):
+    """Mounted under /probes in a Starlette app, and under uvicorn's --root-path, the probes
+    answer (every path was 404)."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    health = Health({"dep": lambda: True})
+    site = Starlette(routes=[Route("/", lambda _: PlainTextResponse("home")),
+                             Mount("/probes", app=health.asgi())])
+    port = uvicorn_serve(site)
+    for path in ("/probes/health/live", "/probes/health/ready", "/probes/health/deep/"):
+        code, body, _, ctype = _get(port, path)
+        assert code == 200 and body["status"] == "pass" and ctype == "application/health+json"
+    assert _get(port, "/probes/nope")[0] == 404
+    # --root-path: behind a proxy that strips /probes, uvicorn puts it back in the path.
+    port = uvicorn_serve(health.asgi(), root_path="/probes")
+    assert _get(port, "/health/ready")[0] == 200
+    health.close()
+
+
+def test_wsgi_app_under_wsgiref_and_in_flask(pgsteady_database):
+    """Health.wsgi(): the same routes and JSON from a real WSGI server (wsgiref), alone and
+    mounted under /probes beside a Flask app with werkzeug's DispatcherMiddleware."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    def run(app) -> tuple[int, object]:
+        server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server.server_address[1], server
+
+    with Database(pgsteady_database.dsn, pool_size=1) as db:
+        health = Health({"db": db_check(db), "breaker": breaker_check(CircuitBreaker("x"))})
+        port, server = run(health.wsgi())
+        for path in ("/health/live", "/health/ready", "/health/deep"):
+            code, body, _, ctype = _get(port, path)
+            assert code == 200 and body["status"] == "pass" and ctype == "application/health+json"
+        assert _get(port, "/health/deep")[1]["checks"]["db"][0]["output"].startswith("PostgreSQL")
+        assert _get(port, "/nope")[0] == 404
+        server.shutdown()
+
+        flask = pytest.importorskip("flask")
+        from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+        site = flask.Flask("site")
+        site.add_url_rule("/", "home", lambda: "home")
+        site.wsgi_app = DispatcherMiddleware(site.wsgi_app, {"/probes": health.wsgi()})
+        port, server = run(site)
+        code, body, _, _ = _get(port, "/probes/health/ready")
+        assert code == 200 and body["checks"]["db"][0]["status"] == "pass"
+        assert _get(port, "/health/ready")[0] == 404  # Flask's, not the probes'
+        server.shutdown()
+        health.close()

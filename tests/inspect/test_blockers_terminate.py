@@ -158,3 +158,25 @@ def test_the_commands_own_connection_is_asked_about_twice(pgsteady_database, ans
         assert not _alive(dsn, pid)
     finally:
         own.close()
+
+
+def test_cancel_on_an_idle_in_transaction_session_says_it_frees_nothing(pgsteady_database,
+                                                                        capsys):
+    """--cancel on a session idle in transaction holding a lock: says there is no query to
+    cancel and no lock freed, points at --terminate; the lock is indeed still held."""
+    dsn = pgsteady_database.dsn
+    with psycopg.connect(dsn) as holder, psycopg.connect(dsn, autocommit=True) as probe:
+        holder.execute("CREATE TABLE held (id int)")
+        holder.commit()
+        holder.execute("LOCK TABLE held IN ACCESS EXCLUSIVE MODE")  # then idle in transaction
+        pid = holder.info.backend_pid
+        argv = ["blockers", "--dsn", dsn, "--cancel", str(pid), "--yes", "--yes-superuser"]
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "idle in transaction" in out and "no query to cancel" in out
+        assert "frees no lock" in out and f"--terminate {pid}" in out
+        held = probe.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND granted AND "
+                             "mode = 'AccessExclusiveLock'", (pid,)).fetchone()
+        assert held is not None and held[0] >= 1
+        assert main([*argv, "--json"]) == 0
+        assert '"frees_nothing": true' in capsys.readouterr().out

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import pgsteady
 from pgsteady import Database, DeadlineExceeded, Overloaded
 from pgsteady.metrics import instrument
 
@@ -122,3 +128,19 @@ def test_async_database_is_instrumented_too(pgsteady_database, service):
 
     samples = asyncio.run(main())
     assert value(samples, "pgsteady_client_answered_total", service=service, database="db") == 1
+
+
+def test_readme_instrument_snippet_passes_mypy_strict(tmp_path):
+    """The README's ``instrument(db, registry, name="app")`` block type-checks under mypy
+    --strict in a user's file (the protocol's writable ``settings`` rejected Database)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    snippet = next(b for b in blocks if 'instrument(db, registry, name="app")' in b)
+    (tmp_path / "service.py").write_text(snippet)
+    src = Path(pgsteady.__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-version",
+         f"{sys.version_info.major}.{sys.version_info.minor}", "service.py"],
+        cwd=tmp_path, env={**os.environ, "MYPYPATH": str(src)},
+        capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -229,6 +229,14 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
         if not ended[0]:
             return outcome("refused", f"pid {pid}: PostgreSQL refused to {verb} it (not "
                            f"allowed for this role, or gone at that instant)", EXIT_FAILURE)
+        if args.cancel and session.state.startswith("idle"):
+            # pg_cancel_backend ends a running statement only: an idle session's transaction
+            # (and every lock it holds) outlives the cancel, which the old "cancel sent" hid.
+            what = "idle in transaction" if "transaction" in session.state else "idle"
+            return outcome("cancel_sent", f"pid {pid}: cancel sent, but the session is {what}: "
+                           f"it has no query to cancel, and cancelling frees no lock it holds; "
+                           f"to end its transaction use --terminate {pid}", EXIT_OK,
+                           state=session.state, frees_nothing=True)
         if args.cancel:
             return outcome("cancel_sent", f"pid {pid}: cancel sent; its running statement, if "
                            f"any, ends with an error and the session stays", EXIT_OK)

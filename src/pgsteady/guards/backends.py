@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from pgsteady import _checks
+from pgsteady._extras import needs
 from pgsteady.errors import CacheUnavailable, CircuitOpen, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 
@@ -226,8 +227,9 @@ class RedisBackend:
                  breaker: CircuitBreaker | None = None,
                  client: redis.Redis | None = None,
                  async_client: redis.asyncio.Redis | None = None) -> None:
-        import redis as redis_sync  # noqa: PLC0415 - the redis extra is optional
-        import redis.asyncio as redis_async  # noqa: PLC0415
+        with needs("redis", "RedisBackend"):
+            import redis as redis_sync  # noqa: PLC0415 - the redis extra is optional
+            import redis.asyncio as redis_async  # noqa: PLC0415
 
         if not isinstance(url, str):
             raise UsageError(f"url must be a Redis URL string such as redis://host:6379/0, "

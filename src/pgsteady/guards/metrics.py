@@ -14,12 +14,14 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import REGISTRY, CollectorRegistry
-
+from pgsteady._extras import needs
 from pgsteady.errors import UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.guards.cache import AsyncStaleCache, StaleCache
+
+with needs("metrics", "pgsteady.guards.metrics (instrument_guards)"):
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.registry import REGISTRY, CollectorRegistry
 
 STATE_VALUES = {"closed": 0, "half-open": 1, "open": 2}
 

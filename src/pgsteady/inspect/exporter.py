@@ -28,15 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import choose_encoder, gzip_accepted
-from prometheus_client.registry import Collector, CollectorRegistry
-
 from pgsteady import _http
+from pgsteady._extras import needs
 from pgsteady.errors import EXIT_USAGE, PgsteadyError
 from pgsteady.inspect import pgbouncer as bouncer
 from pgsteady.inspect import postgres
 from pgsteady.settings import default_label, scrub
+
+with needs("metrics", "the exporter (pgsteady exporter, pgsteady watch)"):
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.exposition import choose_encoder, gzip_accepted
+    from prometheus_client.registry import Collector, CollectorRegistry
 
 log = logging.getLogger("pgsteady.inspect")
 

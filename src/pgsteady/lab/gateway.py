@@ -38,6 +38,7 @@ from urllib.parse import parse_qs
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from pgsteady._extras import require
 from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import PgsteadyError
 from pgsteady.guards import AsyncStaleCache, CircuitBreaker, MemoryBackend, abounded
@@ -297,7 +298,7 @@ def migrate_on_start(config: GatewayConfig) -> None:
 
 
 def main() -> None:
-    import uvicorn  # noqa: PLC0415 - only in the replica process
+    uvicorn = require("uvicorn", extra="lab", feature="the lock-queue lab's API replicas")
 
     config = GatewayConfig.from_env()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")

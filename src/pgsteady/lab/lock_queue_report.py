@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
+from pgsteady._extras import require
 from pgsteady.lab.scenarios.lock_queue import LockQueueResult, RunResult, answered_share
 
 _COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "timed_out": "#ef6c00",
@@ -99,8 +100,7 @@ def write_json(result: LockQueueResult, path: Path) -> None:
 
 def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
     """One PNG per strategy and run, and ``lock-queue.png`` with run 1 of each side by side."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="lab", feature="the lab's charts")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

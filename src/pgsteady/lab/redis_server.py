@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from pgsteady._extras import needs
 from pgsteady.errors import LabError
 from pgsteady.lab import _process
 from pgsteady.lab._process import RunAs
@@ -74,7 +75,8 @@ class RedisServer:
 
     def client(self, **kwargs: object) -> redis.Redis:
         """A redis-py client for this server (closed by the caller)."""
-        import redis as redis_py  # noqa: PLC0415 - the redis extra is optional
+        with needs("redis", "the lab's Redis client"):
+            import redis as redis_py  # noqa: PLC0415 - the redis extra is optional
 
         options: dict[str, object] = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
         return redis_py.Redis.from_url(self.url, **{**options, **kwargs})

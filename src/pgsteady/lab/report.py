@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.table import Table
 
+from pgsteady._extras import require
 from pgsteady.lab.scenarios.pool_drain import PoolDrainResult, RunResult
 
 _COLOURS = {"answered": "#2e7d32", "timeouts": "#c62828", "rejected": "#9e9e9e",
@@ -106,8 +107,7 @@ def write_json(result: PoolDrainResult, path: Path) -> None:
 
 def write_charts(result: PoolDrainResult, out: Path) -> list[Path]:
     """One PNG per strategy and run, and ``pool-drain.png`` with run 1 of each side by side."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="lab", feature="the lab's charts")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

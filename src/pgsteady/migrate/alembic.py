@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from pgsteady._extras import needs
 from pgsteady.errors import BadMigration, MigrationBlocked, MigrationError, PgsteadyError
 from pgsteady.migrate import apply, preflight, queries
 from pgsteady.migrate.apply import Policy
@@ -106,7 +107,8 @@ def run_alembic_migrations(
     except PgsteadyError as exc:
         # Alembic's own convention: a CommandError is printed as one line, no traceback.
         # The pgsteady error (MigrationBlocked, MigrationError) stays as __cause__.
-        from alembic.util import CommandError  # noqa: PLC0415 - alembic is optional
+        with needs("alembic", "the Alembic adapter"):
+            from alembic.util import CommandError  # noqa: PLC0415 - alembic is optional
 
         raise CommandError(str(exc)) from exc
     finally:
@@ -310,7 +312,8 @@ class _Runner:
         return conn
 
     def _listen(self) -> None:
-        from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
+        with needs("alembic", "the Alembic adapter"):
+            from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
 
         def on_begin(conn: Any) -> None:
             if self.batch:  # from here until Alembic records the step, no commit is ours
@@ -391,7 +394,8 @@ class _Runner:
         """The lone autocommit block, then the alembic_version update in its own transaction.
 
         Retried on a lock failure only while nothing of the block has committed."""
-        from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
+        with needs("alembic", "the Alembic adapter"):
+            from sqlalchemy import event  # noqa: PLC0415 - alembic needs sqlalchemy anyway
 
         self.watcher.take()
         migration_context = self.context.get_context()

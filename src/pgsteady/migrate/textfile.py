@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
-
+from pgsteady._extras import needs
 from pgsteady.errors import UsageError
+
+with needs("metrics", "--metrics-file (the migration's textfile metrics)"):
+    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
 
 
 def write_run(path: str | Path, *, success: bool, seconds: float, tries: int,

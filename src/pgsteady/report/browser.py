@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgsteady._extras import needs
 from pgsteady.errors import UsageError
 
 PHONE_WIDTH = 390
@@ -86,12 +87,9 @@ return ran;
 
 
 def _driver(scripts: bool) -> Any:
-    try:
+    with needs("report", "the browser check"):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        raise UsageError("the browser check needs selenium: pip install 'pgsteady[report]'") \
-            from None
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     chromedriver = shutil.which("chromedriver") or (
         "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)

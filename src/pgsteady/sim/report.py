@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from pgsteady._extras import require
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.phase_map import Axis, PhaseMap
 from pgsteady.sim.validate import ANSWERED_TOLERANCE, VERDICT_AGREEMENT, Validation
@@ -82,8 +83,7 @@ def _position(axis: Axis, value: float) -> float:
 
 def write_phase_map(phase: PhaseMap, out: Path, marked: SimConfig | None = None) -> list[Path]:
     """One heatmap per strategy; ``marked`` (default: the base setting) gets a star."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="lab", feature="the model's phase maps")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -1,0 +1,75 @@
+"""Optional dependencies (pyproject's extras): one clear error when one is missing.
+
+pgsteady's core needs psycopg only; Prometheus, Redis, charts, the browser check and Alembic
+come with extras. Without this, a missing one surfaced as a bare ``ModuleNotFoundError``
+traceback from deep inside pgsteady, naming a module but not what to install. Every optional
+import goes through :func:`needs` (a block of imports) or :func:`require` (one module), which
+turn it into :class:`MissingExtra`: an ``ImportError`` (existing ``except ImportError`` clauses
+still work) and a ``UsageError`` (the CLI prints its one line and exits 2), whose message
+names the feature and the extra to install::
+
+    the exporter needs prometheus_client, which is not installed: pip install 'pgsteady[metrics]'
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+from pgsteady._errors_root import UsageError
+
+log = logging.getLogger("pgsteady.extras")
+
+# extra -> the top-level modules it installs (pyproject.toml's optional-dependencies)
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "metrics": ("prometheus_client",),
+    "redis": ("redis",),
+    "lab": ("matplotlib", "uvicorn"),
+    "sim": ("simpy",),
+    "report": ("selenium",),
+    "alembic": ("alembic", "sqlalchemy"),
+}
+
+
+class MissingExtra(UsageError, ImportError):
+    """An optional dependency is not installed; the message says which extra brings it."""
+
+    def __init__(self, module: str, extra: str, feature: str) -> None:
+        super().__init__(f"{feature} needs {module}, which is not installed: "
+                         f"pip install 'pgsteady[{extra}]'")
+        self.name = module  # ImportError's attribute: the module that could not be imported
+        self.extra = extra
+
+
+def _missing(exc: ModuleNotFoundError, extra: str, feature: str) -> MissingExtra | None:
+    """The error to raise instead of ``exc``, if ``exc`` is the extra's module missing (an
+    import failing *inside* an installed package is left as it is: that is another fault)."""
+    top = (exc.name or "").partition(".")[0]
+    if top not in EXTRAS[extra]:
+        return None
+    log.debug("%s: %s is not installed (extra %r)", feature, exc.name, extra)
+    return MissingExtra(top, extra, feature)
+
+
+@contextmanager
+def needs(extra: str, feature: str) -> Iterator[None]:
+    """Imports in this block come from ``extra``; if one is missing, raise
+    :class:`MissingExtra` naming ``feature`` (e.g. "the exporter")."""
+    if extra not in EXTRAS:
+        raise ValueError(f"unknown extra {extra!r}")
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        missing = _missing(exc, extra, feature)
+        if missing is None:
+            raise
+        raise missing from None
+
+
+def require(module: str, *, extra: str, feature: str) -> ModuleType:
+    """``import module`` (from ``extra``), or raise :class:`MissingExtra` naming ``feature``."""
+    with needs(extra, feature):
+        return importlib.import_module(module)
