@@ -16,6 +16,7 @@ Fixtures:
     pgsteady_postgres_version  session: ``server(16) -> Postgres``, one server per major for
                         the whole session (the session's own when the major matches)
     pg_version          the major a ``pg_versions`` test runs on (its parameter)
+    pgsteady_version_database  function: a new empty database on that major's server
 
 ``PGSTEADY_PG_VERSION=17`` runs the session's PostgreSQL (and so every test on it) on that
 major. Markers ``slow`` (long runs), ``lab`` (lab scenarios) and ``pg_versions`` are registered
@@ -99,7 +100,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None:
         return
     installed = _process.installed_pg_versions()
-    metafunc.parametrize("pg_version", [
+    # Module scope: a module's fixtures may build on one major (the lock oracle's schema) and
+    # its tests run grouped by major.
+    metafunc.parametrize("pg_version", scope="module", argvalues=[
         pytest.param(major, id=f"pg{major}", marks=() if major in installed else
                      pytest.mark.skip(reason=f"PostgreSQL {major} is not installed; "
                                              f"scripts/postgres-versions.sh {major}"))
@@ -154,6 +157,20 @@ def pgsteady_postgres_version(
         for made in started:
             made.stop()
             shutil.rmtree(made.workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def pgsteady_version_database(
+    pg_version: int, pgsteady_postgres_version: Callable[[int], Postgres],
+) -> Iterator[FreshDatabase]:
+    """A new, empty database for this test on the ``pg_versions`` test's major."""
+    server = pgsteady_postgres_version(pg_version)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    dsn = server.create_database(name)
+    try:
+        yield FreshDatabase(name, dsn)
+    finally:
+        server.drop_database(name)
 
 
 @pytest.fixture
