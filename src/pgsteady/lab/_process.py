@@ -32,13 +32,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pgsteady.errors import LabError
+from pgsteady.errors import LabError, VersionNotInstalled
 
 log = logging.getLogger("pgsteady.lab")
 
 _PR_SET_PDEATHSIG = 1
 _T = TypeVar("_T")
 _APT_HINT = "install it with: apt-get install -y postgresql pgbouncer (or run `make demo`)"
+_VERSIONS_SCRIPT = "scripts/postgres-versions.sh"
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,10 @@ class Binaries:
     def postgres_version(self) -> str:
         return _version_of(str(self.postgres))
 
+    def postgres_major(self) -> int:
+        """The server's major version (15 for "postgres (PostgreSQL) 15.14 (Debian ...)")."""
+        return _major_of(self.postgres_version())
+
     def pgbouncer_version(self) -> str:
         return _version_of(str(self.pgbouncer))
 
@@ -73,13 +78,62 @@ def _version_of(program: str) -> str:
     return out.stdout.splitlines()[0].strip() if out.stdout else "unknown"
 
 
-def find_binaries() -> Binaries:
+def _major_of(version: str) -> int:
+    """``postgres --version`` output -> its major: "postgres (PostgreSQL) 18.4" -> 18."""
+    for word in version.split():
+        head = word.split(".")[0]
+        if head.isdigit():
+            return int(head)
+    raise LabError(f"cannot read a PostgreSQL version from {version!r}")
+
+
+def find_binaries(pg_version: int | None = None) -> Binaries:
     """Locate ``postgres``/``initdb`` and ``pgbouncer``, or say how to install them.
 
     Order: ``$PGSTEADY_PG_BINDIR``, ``pg_config --bindir``, ``/usr/lib/postgresql/*/bin``
     (newest first), then ``PATH``; PgBouncer: ``$PGSTEADY_PGBOUNCER``, ``PATH``, ``/usr/sbin``.
+    With ``pg_version``, only a server of that major will do: the system's, or the one
+    ``scripts/postgres-versions.sh`` installed under :func:`versions_root`.
     """
-    return Binaries(pg_bindir=_find_pg_bindir(), pgbouncer=_find_pgbouncer())
+    bindir = _find_pg_bindir() if pg_version is None else _find_versioned_bindir(pg_version)
+    return Binaries(pg_bindir=bindir, pgbouncer=_find_pgbouncer())
+
+
+def versions_root() -> Path:
+    """Where ``scripts/postgres-versions.sh`` puts the other majors: ``$PGSTEADY_PG_VERSIONS``,
+    else the checkout's git-ignored ``.pg/`` (this file sits in ``<checkout>/src/pgsteady/lab``)."""
+    if env := os.environ.get("PGSTEADY_PG_VERSIONS"):
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / ".pg"
+
+
+def _is_server_bindir(bindir: Path) -> bool:
+    return (bindir / "postgres").is_file() and (bindir / "initdb").is_file()
+
+
+def installed_pg_versions() -> dict[int, Path]:
+    """Every PostgreSQL major installed here, oldest first, with its bin directory: the
+    system's (``/usr/lib/postgresql/N``) and those under :func:`versions_root`."""
+    found: dict[int, Path] = {}
+    for pattern in (str(versions_root() / "*" / "bin"), "/usr/lib/postgresql/*/bin"):
+        for path in map(Path, glob.glob(pattern)):
+            if path.parent.name.isdigit() and _is_server_bindir(path):
+                found[int(path.parent.name)] = path  # the system's wins: listed last
+    return dict(sorted(found.items()))
+
+
+def _find_versioned_bindir(pg_version: int) -> Path:
+    if env := os.environ.get("PGSTEADY_PG_BINDIR"):
+        bindir = Path(env)
+        if _is_server_bindir(bindir) and \
+                _major_of(_version_of(str(bindir / "postgres"))) == pg_version:
+            return bindir
+    if installed := installed_pg_versions().get(pg_version):
+        return installed
+    raise VersionNotInstalled(
+        f"PostgreSQL {pg_version} is not installed here; install it with "
+        f"{_VERSIONS_SCRIPT} {pg_version} (or `make setup`), which puts it in "
+        f"{versions_root()}/{pg_version}")
 
 
 def _find_pg_bindir() -> Path:

@@ -85,9 +85,12 @@ class Postgres:
     def __init__(
         self, workdir: Path, *, port: int | None = None,
         settings: Mapping[str, Setting] | None = None, binaries: Binaries | None = None,
-        who: RunAs | None = None, durable: bool = False,
+        who: RunAs | None = None, durable: bool = False, pg_version: int | None = None,
     ) -> None:
-        self.binaries = binaries or _process.find_binaries()
+        """``pg_version``: run that PostgreSQL major (the system's or one installed by
+        ``scripts/postgres-versions.sh``; :class:`~pgsteady.errors.VersionNotInstalled` if
+        neither); default: the system's newest."""
+        self.binaries = binaries or _process.find_binaries(pg_version)
         self.who = who or _process.run_as()
         self.workdir = workdir
         self.data_dir = workdir / "pgdata"
@@ -122,7 +125,9 @@ class Postgres:
             out = subprocess.run(
                 [str(self.binaries.initdb), "-D", str(self.data_dir), "-U", SUPERUSER,
                  "--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8",
-                 "--locale=C", "--no-sync", "--no-instructions"],
+                 "--locale=C", "--no-sync",
+                 # 13's initdb has no --no-instructions (the hint it prints goes nowhere)
+                 *(["--no-instructions"] if self.major >= 14 else [])],
                 capture_output=True, text=True, cwd=self.workdir, check=False,
                 user=self.who.uid, group=self.who.gid,
                 extra_groups=[] if self.who.uid is not None else None,
@@ -130,9 +135,12 @@ class Postgres:
         finally:
             pwfile.unlink(missing_ok=True)
         if out.returncode != 0:
-            last = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:] or ["no output"]
+            lines = (out.stderr.strip() or out.stdout.strip()).splitlines()
+            last = [ln for ln in lines if not ln.startswith("Try ")][-1:] or ["no output"]
             raise LabError(f"initdb failed (exit {out.returncode}): {last[0]}; "
                            f"check that {self.workdir} is writable by the server's OS user")
+        if self.major < 14:
+            self._store_secret_single_user()
         (self.data_dir / "pg_hba.conf").write_text(
             "# pgsteady lab: its owner only (SCRAM, password in the owner's passfile)\n"
             "local all all scram-sha-256\n"
@@ -140,6 +148,21 @@ class Postgres:
         )
         if not self.passfile.exists():
             _auth.write_passfile(self.passfile, SUPERUSER, self.password, self.workdir)
+
+    def _store_secret_single_user(self) -> None:
+        """13's initdb hashes the SCRAM secret it is given once more, as if it were the
+        password (14's stores it as it is); a single-user backend's ALTER ROLE stores it as
+        it is, and PgBouncer, which holds the same secret, can then log in with it."""
+        secret = _auth.scram_secret(self.password)
+        out = subprocess.run(
+            [str(self.binaries.postgres), "--single", "-D", str(self.data_dir), "postgres"],
+            input=f"ALTER ROLE {SUPERUSER} PASSWORD '{secret}'\n", capture_output=True,
+            text=True, cwd=self.workdir, check=False, user=self.who.uid, group=self.who.gid,
+            extra_groups=[] if self.who.uid is not None else None,
+        )
+        if out.returncode != 0 or "ERROR" in out.stderr:
+            raise LabError(f"could not set the owner's password on PostgreSQL {self.major}: "
+                           f"{out.stderr.strip().splitlines()[-1:]}")
 
     def _write_settings(self) -> None:
         lines = [
@@ -206,6 +229,11 @@ class Postgres:
         with psycopg.connect(self.dsn()) as conn:
             return str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
 
+    @property
+    def major(self) -> int:
+        """The PostgreSQL major this server runs (read from its binary: no connection)."""
+        return self.binaries.postgres_major()
+
     def create_database(self, name: str) -> str:
         """Create an empty database and return its DSN."""
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
@@ -214,6 +242,11 @@ class Postgres:
 
     def drop_database(self, name: str) -> None:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
+            if self.major < 13:  # no WITH (FORCE) yet: end its sessions first
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                             " WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+                return
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
 
@@ -384,6 +417,7 @@ class Cluster:
     ``with Cluster(pool_size=1, proxy=True) as c: psycopg.connect(c.pooled_dsn())``.
     ``redis=True`` adds a password-protected Redis (``redis_url()``). PostgreSQL runs with fsync
     and synchronous_commit off unless ``durable=True``: a crash may lose acknowledged commits.
+    ``pg_version=16`` runs that PostgreSQL major (see ``scripts/postgres-versions.sh``).
     Pass ``postgres=`` to put a new proxy + PgBouncer in front of a server you already have;
     the cluster then stops only what it started. ``proxy_process=True`` runs the proxy in a
     child process, out of the way of a CPU-heavy load driver in this one.
@@ -397,8 +431,9 @@ class Cluster:
         pgbouncer_port: int | None = None, base_dir: str | Path | None = None,
         keep: bool = False, postgres: Postgres | None = None, users: Iterable[str] = (),
         proxy_process: bool = False, redis: bool = False, durable: bool = False,
+        pg_version: int | None = None,
     ) -> None:
-        self.binaries = postgres.binaries if postgres else _process.find_binaries()
+        self.binaries = postgres.binaries if postgres else _process.find_binaries(pg_version)
         self.who = postgres.who if postgres else _process.run_as()
         self.keep = keep
         self._base_dir = base_dir

@@ -5,9 +5,10 @@ pgsteady knows PostgreSQL's locks. It works on text alone, so it names relations
 what a statement reaches only through the catalog (a foreign key's other table, partitions
 and their parent, a view's base tables, the table behind an index or a statistics object)
 is said with a :class:`Reach` on the target, and :mod:`pgsteady.migrate.resolve` follows it
-against a live database. Lock levels follow PostgreSQL 13-17's code (``AlterTableGetLockLevel``
-and each command's own locking) and are proven against ``pg_locks`` by the lock-oracle test
-(``tests/migrate/test_lock_oracle.py``). A statement gets no targets only when it takes no
+against a live database. Lock levels follow PostgreSQL 13-18's code (``AlterTableGetLockLevel``
+and each command's own locking) and are proven against ``pg_locks`` on each of those majors
+by the lock-oracle test (``tests/migrate/test_lock_oracle.py``); the few that differ between
+majors depend on ``analyze(..., pg_version=)``. A statement gets no targets only when it takes no
 relation lock, or when what it locks cannot be known from its text (``DO``, ``CALL``,
 ``DROP OWNED``: :data:`OPAQUE_KINDS`).
 """
@@ -73,9 +74,11 @@ class SqlSyntaxError(ValueError):
         return f"line {self.line}, column {self.col}: {self.message}"
 
 
-def analyze(sql: str) -> list[StatementInfo]:
+def analyze(sql: str, pg_version: int | None = None) -> list[StatementInfo]:
     """Split ``sql`` into statements and say what each one locks.
 
+    ``pg_version``: the server's major, for the few locks that differ between majors
+    (:func:`_by_version`); ``None`` predicts what any of them may take.
     Raises :class:`SqlSyntaxError` if the text does not parse.
     """
     try:
@@ -95,6 +98,7 @@ def analyze(sql: str) -> list[StatementInfo]:
         text = sql[start:end].strip().rstrip(";").rstrip()
         line, col = line_col(sql, start)
         kind, targets, transactional = _describe(item.stmt)
+        targets = [*targets, *_by_version(item.stmt, pg_version)]
         out.append(StatementInfo(text, line, col, kind, tuple(_merge(targets)), transactional,
                                  item.stmt))
     return out
@@ -118,6 +122,20 @@ def _merge(targets: Iterable[Target]) -> Iterator[Target]:
         elif not known.lock.covers(target.lock):
             best[key] = replace(known, lock=join(known.lock, target.lock))
     yield from best.values()
+
+
+def _by_version(node: Any, pg_version: int | None) -> list[Target]:
+    """Locks only some majors take, found by running the lock oracle on 13 to 18 (each a
+    weak lock beside the statement's own; ``None``: as the majors that take them)."""
+    if isinstance(node, ast.GrantStmt) and (pg_version is None or pg_version >= 18) and \
+            node.targtype == enums.GrantTargetType.ACL_TARGET_OBJECT and \
+            node.objtype in (OT.OBJECT_TABLE, OT.OBJECT_SEQUENCE):
+        # 18's GRANT and REVOKE lock each relation they name (not ALL TABLES IN SCHEMA).
+        return [_rv(rv, AS) for rv in node.objects or () if isinstance(rv, ast.RangeVar)]
+    if isinstance(node, ast.TruncateStmt) and (pg_version is None or pg_version < 14):
+        # 13's TRUNCATE of a partition also takes ACCESS SHARE on its parent.
+        return [_rv(rv, AS, Reach.PARENT) for rv in node.relations or ()]
+    return []
 
 
 def _option_names(options: Any) -> set[str]:

@@ -13,8 +13,18 @@ Fixtures:
                         does not answer)
     pgsteady_lock_holder  function: hold a lock of a chosen mode on a table in another
                         session (see :mod:`pgsteady.migrate.testing`)
+    pgsteady_postgres_version  session: ``server(16) -> Postgres``, one server per major for
+                        the whole session (the session's own when the major matches)
+    pg_version          the major a ``pg_versions`` test runs on (its parameter)
+    pgsteady_version_database  function: a new empty database on that major's server
 
-Markers ``slow`` (long runs) and ``lab`` (lab scenarios) are registered here.
+``PGSTEADY_PG_VERSION=17`` runs the session's PostgreSQL (and so every test on it) on that
+major. Markers ``slow`` (long runs), ``lab`` (lab scenarios) and ``pg_versions`` are registered
+here. ``@pytest.mark.pg_versions`` runs a test once per installed major of
+:data:`SUPPORTED_PG_VERSIONS` (``PGSTEADY_PG_VERSIONS=14,18`` narrows the set); with
+arguments, ``pg_versions(10, 11)``, on exactly those, skipped (naming the script that
+installs it) where one is missing. The test takes ``pg_version`` and asks
+``pgsteady_postgres_version(pg_version)`` for its server.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from pgsteady.errors import LabError
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir, versions
 from pgsteady.lab.proxy import FaultProxy
@@ -35,6 +46,9 @@ from pgsteady.migrate.testing import pgsteady_lock_holder  # noqa: F401
 
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
 TEST_PGBOUNCER_SETTINGS = {"server_login_retry": 1}
+
+SUPPORTED_PG_VERSIONS = (13, 14, 15, 16, 17, 18)
+"""The majors users run: where a ``pg_versions`` test without arguments runs."""
 
 
 class FreshDatabase(NamedTuple):
@@ -47,11 +61,52 @@ class FreshDatabase(NamedTuple):
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a long run; deselect with -m 'not slow'")
     config.addinivalue_line("markers", "lab: runs a lab scenario on the embedded cluster")
+    config.addinivalue_line(
+        "markers", "pg_versions(*majors): run once per installed PostgreSQL major (default: "
+                   "13-18; PGSTEADY_PG_VERSIONS=14,18 narrows), with fixture pg_version")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    found = versions()
-    return f"pgsteady lab: {found['postgresql']}; {found['pgbouncer']}"
+    try:
+        binaries = _process.find_binaries(_session_pg_version())
+    except LabError:
+        binaries = None
+    found = versions(binaries)
+    majors = ", ".join(map(str, _process.installed_pg_versions())) or "none"
+    return (f"pgsteady lab: {found['postgresql']}; {found['pgbouncer']}; "
+            f"PostgreSQL majors installed: {majors}")
+
+
+def _session_pg_version() -> int | None:
+    text = os.environ.get("PGSTEADY_PG_VERSION", "").strip()
+    return int(text) if text else None
+
+
+def _chosen_pg_versions(marker: pytest.Mark) -> list[int]:
+    """The majors a ``pg_versions`` test runs on: the marker's own, else the supported ones
+    installed here, narrowed by ``PGSTEADY_PG_VERSIONS``."""
+    if marker.args:
+        return [int(major) for major in marker.args]
+    installed = _process.installed_pg_versions()
+    majors = [major for major in SUPPORTED_PG_VERSIONS if major in installed]
+    if narrow := os.environ.get("PGSTEADY_PG_VERSIONS", "").strip():
+        wanted = {int(part) for part in narrow.split(",") if part.strip()}
+        majors = [major for major in majors if major in wanted]
+    return majors
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("pg_versions")
+    if marker is None:
+        return
+    installed = _process.installed_pg_versions()
+    # Module scope: a module's fixtures may build on one major (the lock oracle's schema) and
+    # its tests run grouped by major.
+    metafunc.parametrize("pg_version", scope="module", argvalues=[
+        pytest.param(major, id=f"pg{major}", marks=() if major in installed else
+                     pytest.mark.skip(reason=f"PostgreSQL {major} is not installed; "
+                                             f"scripts/postgres-versions.sh {major}"))
+        for major in _chosen_pg_versions(marker)])
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +118,7 @@ def pgsteady_postgres() -> Iterator[Postgres]:
     """
     who = _process.run_as()
     workdir = make_workdir(None, who, prefix="pgsteady-test-")
-    server = Postgres(workdir, who=who)
+    server = Postgres(workdir, who=who, pg_version=_session_pg_version())
     set_passfile = "PGPASSFILE" not in os.environ
     try:
         server.start()
@@ -75,6 +130,47 @@ def pgsteady_postgres() -> Iterator[Postgres]:
             os.environ.pop("PGPASSFILE", None)
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pgsteady_postgres_version(
+    pgsteady_postgres: Postgres,
+) -> Iterator[Callable[[int], Postgres]]:
+    """``server(major)``: a PostgreSQL of that major, started on first use and kept for the
+    session (one per major: starting one costs a second or two), the session's own for its
+    major. Its DSNs name its own passfile."""
+    who = _process.run_as()
+    servers: dict[int, Postgres] = {pgsteady_postgres.major: pgsteady_postgres}
+    started: list[Postgres] = []
+
+    def server(major: int) -> Postgres:
+        if major not in servers:
+            workdir = make_workdir(None, who, prefix=f"pgsteady-test-pg{major}-")
+            made = Postgres(workdir, who=who, pg_version=major)
+            started.append(made)
+            servers[major] = made.start()
+        return servers[major]
+
+    try:
+        yield server
+    finally:
+        for made in started:
+            made.stop()
+            shutil.rmtree(made.workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def pgsteady_version_database(
+    pg_version: int, pgsteady_postgres_version: Callable[[int], Postgres],
+) -> Iterator[FreshDatabase]:
+    """A new, empty database for this test on the ``pg_versions`` test's major."""
+    server = pgsteady_postgres_version(pg_version)
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    dsn = server.create_database(name)
+    try:
+        yield FreshDatabase(name, dsn)
+    finally:
+        server.drop_database(name)
 
 
 @pytest.fixture

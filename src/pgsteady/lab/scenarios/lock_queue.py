@@ -78,6 +78,7 @@ class LockQueueConfig:
     hot_keys: int = 100
     runs: int = 1
     durable: bool = False  # fsync and synchronous_commit on (slower; the lab's are off)
+    pg_version: int | None = None  # a PostgreSQL major (default: the system's)
 
     def __post_init__(self) -> None:
         problems = []
@@ -111,6 +112,11 @@ class LockQueueConfig:
             problems.append("durations must be positive")
         if self.pool_size < 1 or self.runs < 1 or self.hot_keys < 1:
             problems.append("--pool-size, --runs and the hot keys must be at least 1")
+        if self.pg_version is not None and self.pg_version < 14 and \
+                "steady" in self.strategies:
+            problems.append(f"steady drops dead clients' sessions with "
+                            f"client_connection_check_interval, which PostgreSQL 14 added; on "
+                            f"{self.pg_version} run --strategy naive")
         if self.orgs < self.hot_keys + 100:
             problems.append(f"--orgs must exceed the hot keys by 100 or more, got {self.orgs}")
         if problems:
@@ -179,7 +185,7 @@ def run_lock_queue(config: LockQueueConfig, progress: Progress | None = None,
         "max_connections": config.max_connections,
         "superuser_reserved_connections": config.reserved_connections,
         "log_line_prefix": "%m [%p] ", "log_timezone": "UTC", "log_lock_waits": True,
-    })
+    }, pg_version=config.pg_version)
     try:
         server.start()
         _prepare_template(server, config)

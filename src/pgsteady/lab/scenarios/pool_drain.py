@@ -76,6 +76,7 @@ class PoolDrainConfig:
     # by a few % over minutes, and a run is then compared with the path it ran on.
     ceiling_each_run: bool = False
     durable: bool = False  # fsync and synchronous_commit on (slower; the lab's are off)
+    pg_version: int | None = None  # a PostgreSQL major (default: the system's)
 
     def __post_init__(self) -> None:
         problems = []
@@ -186,7 +187,7 @@ def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
     report = progress or (lambda label, seconds: None)
     who = _process.run_as()
     workdir = make_workdir(base_dir, who)
-    server = Postgres(workdir, who=who, durable=config.durable)
+    server = Postgres(workdir, who=who, durable=config.durable, pg_version=config.pg_version)
     try:
         server.start()
         _prepare_database(server)
@@ -254,6 +255,8 @@ def _pgbench(server: Postgres, cluster: Cluster, config: PoolDrainConfig,
     with ``clients``, that many, and each query's latency from pgbench's per-transaction log
     (seconds, at most 100,000)."""
     pgbench = server.binaries.pg_bindir / "pgbench"
+    if not pgbench.exists():  # the server-only builds of other majors: any pgbench will do
+        pgbench = _process.find_binaries().pg_bindir / "pgbench"
     if not pgbench.exists():
         raise LabError(f"pgbench not found in {server.binaries.pg_bindir}; install the "
                        f"postgresql package (it ships pgbench)")
