@@ -201,3 +201,28 @@ def test_loading_is_linear_in_file_size(tmp_path):
         assert len(migration.statements) == count + 1
         assert migration.statements[-1].line == count + 1
     assert timings[1] < max(timings[0], 0.001) * 64, timings
+
+
+def test_the_error_names_the_session_an_earlier_try_saw_when_the_last_one_saw_none():
+    """A try too short for the blocker watch to look (a slow host) does not wipe out what an
+    earlier try saw: the final error still names that session."""
+    import psycopg
+
+    from pgsteady.errors import MigrationBlocked
+    from pgsteady.migrate.apply import Policy, with_lock_retries
+    from pgsteady.migrate.preflight import Blocker, Session
+
+    holder = Blocker(Session(4242, "hidden-report", "app", None, "idle in transaction", 9.0,
+                             9.0, "SELECT 1"), "holds", "AccessShareLock", "public.t", None)
+    looks = iter([[holder], [], []])
+
+    def try_once(attempt):
+        raise psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+
+    policy = Policy(retries=2, retry_budget=5.0, first_wait=0.01, max_wait=0.01,
+                    first_lock_timeout=0.1, lock_timeout=0.1)
+    with pytest.raises(MigrationBlocked) as err:
+        with_lock_retries(try_once, policy, what="0002_add",
+                          name_blockers=lambda exc: next(looks))
+    assert "pid 4242 'hidden-report'" in str(err.value)
+    assert "holds AccessShareLock on public.t" in str(err.value)

@@ -208,12 +208,15 @@ def with_lock_retries(
                 if not isinstance(pg_error(exc), RETRYABLE):
                     raise
                 last = exc
-        blockers = _safe_blockers(name_blockers, last)
+        seen = _safe_blockers(name_blockers, last)
         log.warning("%s: try %d could not get its locks within lock_timeout %.0f ms (%s); "
                     "blocked by: %s", what, number, lock_timeout * 1000,
                     type(pg_error(last)).__name__,
-                    "; ".join(b.describe(query_chars=LOGGED_QUERY_CHARS) for b in blockers)
+                    "; ".join(b.describe(query_chars=LOGGED_QUERY_CHARS) for b in seen)
                     or "(gone before it was seen)")
+        # The error names the sessions last seen in the way: a try too short for the watch
+        # to look (a slow host, a short lock_timeout) keeps what an earlier try saw.
+        blockers = seen or blockers
     spent = time.monotonic() - start
     named = "; ".join(b.describe() for b in blockers) or \
         "a session not identified (it may have ended)"
