@@ -6,7 +6,6 @@ import argparse
 import signal
 import sys
 import threading
-from types import FrameType
 from typing import Any
 
 import psycopg
@@ -177,15 +176,14 @@ def _register_lock_queue(scenarios: Any) -> None:
     lq.set_defaults(run=run_lock_queue)
 
 
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def _stop_on_signals() -> None:
     """SIGINT and SIGTERM end the run cleanly, also when started with ``&`` from a script
-    (which starts it with SIGINT ignored, and Python then leaves it ignored)."""
+    (which starts it with SIGINT ignored, and Python then leaves it ignored). SIGTERM keeps
+    its own exception, so the exit code says which it was: 130 for SIGINT, 143 for SIGTERM."""
+    from pgsteady.cli import _raise_terminated
+
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _check_outputs(args: argparse.Namespace, name: str) -> None:
