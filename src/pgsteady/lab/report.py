@@ -9,21 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
+from pgsteady import _verdicts
 from pgsteady.lab.scenarios.pool_drain import PoolDrainResult, RunResult
+from pgsteady.lab.tables import ALWAYS, Column, FitTable
 
 _COLOURS = {"answered": "#2e7d32", "timeouts": "#c62828", "rejected": "#9e9e9e",
             "db": "#1565c0", "ceiling": "#6a1b9a"}
+LOW_MARK = "†"  # a share of the ceiling above 100 %: the ceiling measured low
 
 
 def verdict_text(run: RunResult) -> str:
-    if run.collapsed:
-        return "[bold red]collapsed[/]"
-    if run.recovered:
-        return "[green]held[/]" if not any(r["timeouts"] for r in run.per_second) \
-            else "[yellow]recovered[/]"
-    return "[yellow]degraded[/]"
+    return _verdicts.rich(run.verdict)
 
 
 def _thirds(run: RunResult, key: str) -> tuple[float, float, float]:
@@ -43,46 +39,93 @@ def ceiling_share(run: RunResult, ceiling: float) -> tuple[float, float]:
     return (min(after_first) / ceiling, sum(after_first) / len(after_first) / ceiling)
 
 
-def summary_table(result: PoolDrainResult) -> Table:
-    table = Table(title=f"pool-drain: pgbench ceiling {result.pgbench_tps:.0f} q/s "
-                        f"({result.versions.get('pgbouncer', '')})", title_justify="left")
-    for name in ("strategy", "run", "verdict", "ok/s first⅓", "ok/s mid⅓", "ok/s last⅓",
-                 "worst s % ceiling", "timeouts", "rejected", "db done", "srv conns opened",
-                 "not-ready", "dropped cancels", "peak cl_waiting", "driver CPU s"):
-        table.add_column(name, justify="left" if name in ("strategy", "verdict") else "right")
-    table.caption = "; ".join(
-        f"{strategy}: collapsed in {sum(r.collapsed for r in runs)}/{len(runs)} runs, "
-        f"recovered in {sum(r.recovered for r in runs)}/{len(runs)}"
-        for strategy in dict.fromkeys(r.strategy for r in result.runs)
-        for runs in [[r for r in result.runs if r.strategy == strategy]])
+def ceiling_low(run: RunResult, ceiling: float) -> bool:
+    return _verdicts.ceiling_low([r["answered"] for r in run.per_second], ceiling)
+
+
+def _share(share: float, low: bool) -> str:
+    return f"{share:.0%}" + (LOW_MARK if low else "")
+
+
+# Short headers the legend explains; shared by the summary and the per-second table.
+TMO = "callers whose deadline passed (timed out)"
+REJ = "callers refused at once: the backlog was full (fail fast)"
+DB = "queries that finished on the database (its own count)"
+SV_NEW = "server connections PgBouncer opened"
+NOTRDY = "server connections PgBouncer closed as not ready: a client left while queued"
+CL_WAIT = "clients waiting in PgBouncer for a server connection (peak)"
+
+
+def summary_table(result: PoolDrainResult) -> FitTable:
+    words = [run.verdict for run in result.runs]
+    low = any(ceiling_low(run, run.ceiling_tps or result.pgbench_tps) for run in result.runs)
+    notes = [(w, _verdicts.of(w).meaning) for w, _ in _verdicts.counts(words)]
     if any(run.ceiling_tps for run in result.runs):
-        table.caption += ("; worst s % ceiling: against pgbench on each run's own cluster, "
-                          "just before it")
-    table.caption_justify = "left"
+        notes.append(("ceiling", "each run against pgbench on its own cluster, just before it"))
+    if low:
+        notes.append((LOW_MARK, _verdicts.CEILING_LOW_NOTE))
+    table = FitTable(
+        f"pool-drain: pgbench ceiling {result.pgbench_tps:.0f} q/s "
+        f"({result.versions.get('pgbouncer', '')})",
+        [Column("strategy", justify="left"), Column("run"),
+         Column("verdict", justify="left"),
+         Column("ok/s first⅓", "callers answered in time per second, first third of the run",
+                priority=6),
+         Column("ok/s mid⅓", "callers answered in time per second, middle third",
+                priority=7),
+         Column("ok/s last⅓", "callers answered in time per second, last third (the verdict "
+                "compares it with the first)", priority=1),
+         Column("worst % ceil", "the slowest second but the first, as a share of "
+                "pgbench's ceiling", priority=2),
+         Column("tmo", TMO, priority=3), Column("rej", REJ, priority=9),
+         Column("db", DB, priority=8), Column("sv_new", SV_NEW, priority=4),
+         Column("notrdy", NOTRDY, priority=5),
+         Column("cancels", "cancel requests PgBouncer dropped (for a queued client)",
+                priority=11),
+         Column("cl_wait", CL_WAIT, priority=10),
+         Column("cpu s", "the load driver's CPU seconds", priority=12)],
+        caption="; ".join(
+            f"{strategy}: " + ", ".join(f"{word} {n}/{len(runs)}"
+                                        for word, n in _verdicts.counts(r.verdict for r in runs))
+            for strategy in dict.fromkeys(r.strategy for r in result.runs)
+            for runs in [[r for r in result.runs if r.strategy == strategy]]),
+        notes=notes)
     for run in result.runs:
         first, mid, last = _thirds(run, "answered")
-        worst, _mean = ceiling_share(run, run.ceiling_tps or result.pgbench_tps)
+        ceiling = run.ceiling_tps or result.pgbench_tps
+        worst, _mean = ceiling_share(run, ceiling)
         t = run.totals
         table.add_row(run.strategy, str(run.run), verdict_text(run), f"{first:.0f}",
-                      f"{mid:.0f}", f"{last:.0f}", f"{worst:.0%}", str(t["timeouts"]),
-                      str(t["rejected"]), str(t["db_completions"]),
+                      f"{mid:.0f}", f"{last:.0f}", _share(worst, ceiling_low(run, ceiling)),
+                      str(t["timeouts"]), str(t["rejected"]), str(t["db_completions"]),
                       str(t["server_connections_opened"]), str(t["not_ready_closures"]),
                       str(run.dropped_cancels), str(t["cl_waiting"]),
                       f"{run.driver_cpu_seconds:.1f}")
     return table
 
 
-def per_second_table(run: RunResult, ceiling: float) -> Table:
-    table = Table(title=f"{run.strategy}, run {run.run}: per second", title_justify="left")
-    columns = [("s", "t"), ("ok", "answered"), ("tmo", "timeouts"), ("rej", "rejected"),
-               ("db", "db_completions"), ("sv_new", "server_connections_opened"),
-               ("notrdy", "not_ready_closures"), ("cl_wait", "cl_waiting"),
-               ("sv_act", "sv_active"), ("sv_login", "sv_login")]
-    for title, _ in columns:
-        table.add_column(title, justify="right")
-    table.add_column("% ceiling", justify="right")
+def per_second_table(run: RunResult, ceiling: float) -> FitTable:
+    low = ceiling_low(run, ceiling)
+    columns = [(Column("s", "second of the run"), "t"),
+               (Column("ok", "callers answered in time"), "answered"),
+               (Column("tmo", TMO, priority=1), "timeouts"),
+               (Column("rej", REJ, priority=4), "rejected"),
+               (Column("db", DB, priority=2), "db_completions"),
+               (Column("sv_new", SV_NEW, priority=3), "server_connections_opened"),
+               (Column("notrdy", NOTRDY, priority=5), "not_ready_closures"),
+               (Column("cl_wait", CL_WAIT, priority=6), "cl_waiting"),
+               (Column("sv_act", "server connections running a query (mean)", priority=7),
+                "sv_active"),
+               (Column("sv_login", "server connections logging in (mean)", priority=8),
+                "sv_login")]
+    table = FitTable(
+        f"{run.strategy}, run {run.run}: per second ({_verdicts.rich(run.verdict)})",
+        [*(column for column, _ in columns),
+         Column("% ceil", "answered as a share of pgbench's ceiling", priority=ALWAYS)],
+        notes=[(LOW_MARK, _verdicts.CEILING_LOW_NOTE)] if low else [])
     for row in _condensed(run.per_second):
-        share = f"{row['answered'] / ceiling:.0%}" if ceiling else "-"
+        share = _share(row["answered"] / ceiling, low and row["answered"] > ceiling) \
+            if ceiling else "-"
         table.add_row(*(_fmt(row[key]) for _, key in columns), share)
     return table
 
@@ -157,11 +200,13 @@ def _draw(ax: Any, result: PoolDrainResult, run: RunResult) -> None:
            label="rejected (fail fast)")
     ax.plot(t, [r["db_completions"] for r in rows], color=_COLOURS["db"], marker="o",
             markersize=3, label="finished on the database")
-    ax.axhline(result.pgbench_tps, color=_COLOURS["ceiling"], linestyle="--",
-               label=f"pgbench ceiling {result.pgbench_tps:.0f}/s")
-    verdict = "collapsed" if run.collapsed else ("held" if run.recovered else "degraded")
-    ax.set_title(f"{run.strategy}: {verdict} (pool {c.pool_size}, "
-                 f"+{c.connect_latency * 1000:.0f} ms per connection)", fontsize=9)
+    ceiling = result.pgbench_tps
+    low = " (measured low: the machine's speed drifted)" if ceiling_low(run, ceiling) else ""
+    ax.axhline(ceiling, color=_COLOURS["ceiling"], linestyle="--",
+               label=f"pgbench ceiling {ceiling:.0f}/s{low}")
+    ax.set_title(f"{run.strategy}: {run.verdict} (pool {c.pool_size}, "
+                 f"+{c.connect_latency * 1000:.0f} ms per connection)", fontsize=9,
+                 color=_verdicts.colour(run.verdict))
     ax.set_xlabel("seconds")
     ax.set_ylabel("queries per second")
     ax.set_xlim(0, len(rows))

@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pgsteady import _verdicts
 from pgsteady.errors import LabError, MigrationError, PgsteadyError, UsageError
 from pgsteady.lab import _auth, _process
 from pgsteady.lab.cluster import Postgres, make_workdir
@@ -485,10 +486,10 @@ def verdict(rows: list[dict[str, Any]]) -> str:
         if share is not None and share < OUTAGE_BELOW:
             streak += 1
             if streak >= OUTAGE_SECONDS:
-                return "outage"
+                return _verdicts.OUTAGE.word
         elif share is not None:
             streak = 0
-    return "held"
+    return _verdicts.LOCK_QUEUE_HELD.word
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import psycopg
 
+from pgsteady import _verdicts
 from pgsteady._version import __version__
 from pgsteady.errors import LabError, UsageError
 from pgsteady.lab import _process
@@ -139,10 +140,16 @@ class RunResult:
     # With ``ceiling_each_run``: pgbench's rate on this run's own cluster, just before it.
     ceiling_tps: float | None = None
 
+    @property
+    def verdict(self) -> str:
+        """The run in one word (:mod:`pgsteady._verdicts`): what every view of it says."""
+        timeouts = sum(int(r.get("timeouts") or 0) for r in self.per_second)
+        return _verdicts.pool_drain(self.collapsed, self.recovered, timeouts).word
+
     def to_json(self) -> dict[str, Any]:
-        doc = {"strategy": self.strategy, "run": self.run, "collapsed": self.collapsed,
-               "recovered": self.recovered, "per_second": self.per_second,
-               "totals": self.totals}
+        doc = {"strategy": self.strategy, "run": self.run, "verdict": self.verdict,
+               "collapsed": self.collapsed, "recovered": self.recovered,
+               "per_second": self.per_second, "totals": self.totals}
         if self.ceiling_tps is not None:
             doc["ceiling"] = {"pgbench_tps": round(self.ceiling_tps, 1)}
         return doc
