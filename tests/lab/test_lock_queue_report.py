@@ -8,7 +8,7 @@ import json
 from lab_data import lock_queue_result as _result
 from rich.console import Console
 
-from pgsteady.lab import lock_queue_report as report
+from pgsteady.lab.scenarios import lock_queue_report as report
 from pgsteady.report.build import build_report
 
 CLASSES = ("cached", "uncached", "dashboard")

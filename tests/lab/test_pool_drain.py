@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from pgsteady.errors import UsageError
-from pgsteady.lab.report import ceiling_share, summary_table
 from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, run_pool_drain, verdict
+from pgsteady.lab.scenarios.pool_drain_report import ceiling_share, summary_table
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 

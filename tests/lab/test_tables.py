@@ -7,7 +7,8 @@ import pytest
 from lab_data import lock_queue_result, pool_drain_result
 from rich.console import Console
 
-from pgsteady.lab import lock_queue_report, report
+from pgsteady.lab.scenarios import lock_queue_report
+from pgsteady.lab.scenarios import pool_drain_report as report
 from pgsteady.lab.tables import Column, FitTable
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.phase_map import PhaseMap, parse_axis

@@ -13,7 +13,7 @@ from lab_data import pool_drain_run as _run
 from rich.console import Console
 
 from pgsteady import _verdicts
-from pgsteady.lab import report
+from pgsteady.lab.scenarios import pool_drain_report as report
 from pgsteady.lab.scenarios.pool_drain import PoolDrainResult, RunResult
 from pgsteady.report.build import build_report
 from pgsteady.sim.report import validation_table

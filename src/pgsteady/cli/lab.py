@@ -270,7 +270,7 @@ def run_up(args: argparse.Namespace) -> int:
 def run_pool_drain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pgsteady.lab import report
+    from pgsteady.lab.scenarios import pool_drain_report as report
     from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
     from pgsteady.lab.scenarios.pool_drain import run_pool_drain as run
 
@@ -306,7 +306,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
 def run_lock_queue(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pgsteady.lab import lock_queue_report as report
+    from pgsteady.lab.scenarios import lock_queue_report as report
     from pgsteady.lab.scenarios.lock_queue import LockQueueConfig
     from pgsteady.lab.scenarios.lock_queue import run_lock_queue as run
 

@@ -177,7 +177,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from pgsteady.cli.lab import write_outputs
-    from pgsteady.lab import report
+    from pgsteady.lab.scenarios import pool_drain_report as report
     from pgsteady.sim.run import run_model
 
     config = _config(args)

@@ -1,6 +1,6 @@
 """Rendering the model's own results: validation and phase maps as rich tables, phase maps
 as PNG heatmaps. The pool-drain runs themselves use the lab's renderers
-(:mod:`pgsteady.lab.report`). Renderers only read results."""
+(:mod:`pgsteady.lab.scenarios.pool_drain_report`). Renderers only read results."""
 
 from __future__ import annotations
 

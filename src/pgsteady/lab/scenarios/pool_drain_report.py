@@ -5,11 +5,11 @@ Renderers only read results; they never touch a database.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pgsteady import _verdicts
+from pgsteady.lab import charts
 from pgsteady.lab.scenarios.pool_drain import PoolDrainResult, RunResult
 from pgsteady.lab.tables import ALWAYS, Column, FitTable
 
@@ -143,17 +143,12 @@ def _fmt(value: Any) -> str:
 
 
 def write_json(result: PoolDrainResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    charts.write_json(result.to_json(), path)
 
 
 def write_charts(result: PoolDrainResult, out: Path) -> list[Path]:
     """One PNG per strategy and run, and ``pool-drain.png`` with run 1 of each side by side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for run in result.runs:
@@ -161,11 +156,7 @@ def write_charts(result: PoolDrainResult, out: Path) -> list[Path]:
         _draw(ax, result, run)
         ax.legend(loc="upper right", fontsize=7)
         fig.tight_layout()
-        suffix = "" if run.run == 1 else f"-run{run.run}"
-        path = out / f"pool-drain-{run.strategy}{suffix}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(charts.save(fig, charts.run_path(out, "pool-drain", run)))
     firsts = [run for run in result.runs if run.run == 1]
     fig, axes = plt.subplots(1, len(firsts), figsize=(6 * len(firsts), 4), dpi=110,
                              sharey=True, squeeze=False)
@@ -173,10 +164,7 @@ def write_charts(result: PoolDrainResult, out: Path) -> list[Path]:
         _draw(ax, result, run)
     axes[0][-1].legend(loc="upper right", fontsize=7)
     fig.tight_layout()
-    combined = out / "pool-drain.png"
-    fig.savefig(combined)
-    plt.close(fig)
-    return [combined, *written]
+    return [charts.save(fig, out / "pool-drain.png"), *written]
 
 
 def _draw(ax: Any, result: PoolDrainResult, run: RunResult) -> None:
@@ -204,9 +192,8 @@ def _draw(ax: Any, result: PoolDrainResult, run: RunResult) -> None:
     low = " (measured low: the machine's speed drifted)" if ceiling_low(run, ceiling) else ""
     ax.axhline(ceiling, color=_COLOURS["ceiling"], linestyle="--",
                label=f"pgbench ceiling {ceiling:.0f}/s{low}")
-    ax.set_title(f"{run.strategy}: {run.verdict} (pool {c.pool_size}, "
-                 f"+{c.connect_latency * 1000:.0f} ms per connection)", fontsize=9,
-                 color=_verdicts.colour(run.verdict))
+    charts.verdict_title(ax, f"{run.strategy}: {run.verdict} (pool {c.pool_size}, "
+                         f"+{c.connect_latency * 1000:.0f} ms per connection)", run.verdict)
     ax.set_xlabel("seconds")
     ax.set_ylabel("queries per second")
     ax.set_xlim(0, len(rows))

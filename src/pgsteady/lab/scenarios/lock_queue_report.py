@@ -5,11 +5,11 @@ Renderers only read results; they never touch a database.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pgsteady import _verdicts
+from pgsteady.lab import charts
 from pgsteady.lab.scenarios.lock_queue import LockQueueResult, RunResult, answered_share
 from pgsteady.lab.tables import Column, FitTable
 
@@ -125,28 +125,19 @@ def _triple(row: dict[str, Any], kind: str) -> str:
 
 
 def write_json(result: LockQueueResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    charts.write_json(result.to_json(), path)
 
 
 def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
     """One PNG per strategy and run, and ``lock-queue.png`` with run 1 of each side by side."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for run in result.runs:
         fig, axes = plt.subplots(2, 1, figsize=(10, 6), dpi=110, sharex=True)
         _legends(axes, [_draw(axes, result, run)])
         fig.tight_layout()
-        suffix = "" if run.run == 1 else f"-run{run.run}"
-        path = out / f"lock-queue-{run.strategy}{suffix}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(charts.save(fig, charts.run_path(out, "lock-queue", run)))
     firsts = [run for run in result.runs if run.run == 1]
     fig, grid = plt.subplots(2, len(firsts), figsize=(6 * len(firsts) + 2, 6), dpi=110,
                              sharex=True, sharey="row", squeeze=False)
@@ -154,10 +145,7 @@ def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
              for column, run in enumerate(firsts)]
     _legends([grid[0][-1], grid[1][-1]], drawn)
     fig.tight_layout()
-    combined = out / "lock-queue.png"
-    fig.savefig(combined)
-    plt.close(fig)
-    return [combined, *written]
+    return [charts.save(fig, out / "lock-queue.png"), *written]
 
 
 Handles = list[tuple[Any, str]]
@@ -213,8 +201,8 @@ def _draw(axes: Any, result: LockQueueResult, run: RunResult) -> tuple[Handles, 
     share_ax.set_ylim(0, 105)
     share_ax.set_ylabel("uncached answered %", fontsize=8)
     top.set_ylabel("requests / s (by second sent)")
-    top.set_title(f"{run.strategy}: {run.verdict}, {run.restarts} restarts, "
-                  f"{migration_text(run)}", fontsize=9, color=_verdicts.colour(run.verdict))
+    charts.verdict_title(top, f"{run.strategy}: {run.verdict}, {run.restarts} restarts, "
+                              f"{migration_text(run)}", run.verdict)
     bottom.plot(t, [r["sessions"] for r in rows], color=_COLOURS["sessions"],
                 label="sessions on the server")
     bottom.plot(t, [r["queued_on_lock"] for r in rows], color=_COLOURS["queued"],

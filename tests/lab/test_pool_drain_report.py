@@ -6,7 +6,7 @@ import json
 
 from rich.console import Console
 
-from pgsteady.lab import report
+from pgsteady.lab.scenarios import pool_drain_report as report
 from pgsteady.lab.scenarios.pool_drain import (
     PoolDrainConfig,
     PoolDrainResult,
