@@ -113,8 +113,9 @@ def counts(words: Iterable[str], order: Sequence[Verdict] = POOL_DRAIN) -> list[
 # -- a ceiling below what a run achieved ---------------------------------------------------------
 
 CEILING_LOW_NOTE = ("above 100 % of the ceiling: pgbench's ceiling measured low (the "
-                    "machine's speed drifted between that measurement and the run), not a "
-                    "strategy faster than the database")
+                    "machine's speed drifted between that measurement and the run; in the "
+                    "model, its estimate is a little low), not a strategy faster than the "
+                    "database")
 
 
 def ceiling_low(answered: Sequence[float], ceiling: float) -> bool:

@@ -120,6 +120,12 @@ def per_second_table(run: RunResult) -> FitTable:
     return table
 
 
+def tables(result: LockQueueResult) -> list[FitTable]:
+    """What the terminal shows: run 1 of each strategy second by second, then the summary."""
+    return [*(per_second_table(run) for run in result.runs if run.run == 1),
+            summary_table(result)]
+
+
 def _triple(row: dict[str, Any], kind: str) -> str:
     return f"{row['ok'][kind]}/{row['failed'][kind]}/{row['timed_out'][kind]}"
 

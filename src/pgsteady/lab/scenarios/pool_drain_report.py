@@ -130,6 +130,12 @@ def per_second_table(run: RunResult, ceiling: float) -> FitTable:
     return table
 
 
+def tables(result: PoolDrainResult) -> list[FitTable]:
+    """What the terminal shows: run 1 of each strategy second by second, then the summary."""
+    return [*(per_second_table(run, result.pgbench_tps) for run in result.runs if run.run == 1),
+            summary_table(result)]
+
+
 def _condensed(rows: list[dict[str, Any]], limit: int = 20) -> list[dict[str, Any]]:
     """Every second for short runs; for long ones, every n-th plus the last."""
     if len(rows) <= limit:
