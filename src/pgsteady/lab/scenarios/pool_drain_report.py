@@ -61,7 +61,8 @@ def summary_table(result: PoolDrainResult) -> FitTable:
     low = any(ceiling_low(run, run.ceiling_tps or result.pgbench_tps) for run in result.runs)
     notes = [(w, _verdicts.of(w).meaning) for w, _ in _verdicts.counts(words)]
     if any(run.ceiling_tps for run in result.runs):
-        notes.append(("ceiling", "each run against pgbench on its own cluster, just before it"))
+        notes.append(("ceiling", "worst % ceil is against pgbench on each run's own cluster, "
+                                 "just before it"))
     if low:
         notes.append((LOW_MARK, _verdicts.CEILING_LOW_NOTE))
     table = FitTable(
