@@ -22,8 +22,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from pgsteady.lab.report import ceiling_share
 from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, RunResult, run_pool_drain
+from pgsteady.lab.scenarios.pool_drain_report import ceiling_share
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import socket
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,6 +44,26 @@ def to_seconds(value: Duration, name: str = "duration") -> float | None:
 
 PG_MAX_TIMEOUT = 2147483.647
 """PostgreSQL's largest timeout setting (INT_MAX milliseconds, ~24.8 days)."""
+
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """``"50ms"`` -> 0.05; a bare number is seconds. Negative ones, and ones longer than
+    PostgreSQL's largest timeout (which would fail later, deep inside a run), are a
+    UsageError saying how to write it. The one parser of written durations: the command
+    line's options, the model's phase-map axes and config files all read them here."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UsageError(f"{text!r} is not a duration; write it like 50ms, 1.5s, 2m or 1h")
+    seconds = float(m[1]) * _UNITS[m[2]]
+    if seconds < 0:
+        raise UsageError(f"{text!r} is negative; durations must be >= 0")
+    if seconds > PG_MAX_TIMEOUT:
+        raise UsageError(
+            f"{text!r} is too long; durations must be at most {int(PG_MAX_TIMEOUT // 3600)}h")
+    return seconds
 
 
 def server_timeout(value: Duration, name: str) -> float | None:

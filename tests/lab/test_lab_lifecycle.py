@@ -66,11 +66,13 @@ def test_cluster_started_in_a_thread_outlives_the_thread():
         cluster.stop()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_lab_up_started_with_ampersand_stops_on_signal(base_dir, sig):
+@pytest.mark.parametrize(("sig", "code", "line"),
+                         [(signal.SIGINT, 130, "pgsteady: interrupted"),
+                          (signal.SIGTERM, 143, "pgsteady: terminated (SIGTERM)")])
+def test_lab_up_started_with_ampersand_stops_on_signal(base_dir, sig, code, line):
     """`pgsteady lab up &` from a script (SIGINT ignored by the shell) stops and cleans up on
-    SIGINT and on SIGTERM."""
-    script = f"{' '.join(PGSTEADY)} lab up --dir {base_dir} & wait"
+    SIGINT (exit 130) and on SIGTERM (exit 143, 128 + 15, as the README says)."""
+    script = f"{' '.join(PGSTEADY)} lab up --dir {base_dir} & wait $!"  # its exit code
     proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -79,8 +81,9 @@ def test_lab_up_started_with_ampersand_stops_on_signal(base_dir, sig):
                                   capture_output=True, text=True, check=True).stdout.split()
         assert len(children) == 1
         os.kill(int(children[0]), sig)
-        assert proc.wait(60) in (0, 130)
-        assert "Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+        assert proc.wait(60) == code
+        err = proc.stderr.read()  # type: ignore[union-attr]
+        assert "Traceback" not in err and line in err
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -5,50 +5,13 @@ from __future__ import annotations
 
 import json
 
+from lab_data import lock_queue_result as _result
 from rich.console import Console
 
-from pgsteady.lab import lock_queue_report as report
-from pgsteady.lab.scenarios.lock_queue import (
-    LockQueueConfig,
-    LockQueueResult,
-    Migration,
-    RunResult,
-    totals,
-    verdict,
-)
+from pgsteady.lab.scenarios import lock_queue_report as report
 from pgsteady.report.build import build_report
 
 CLASSES = ("cached", "uncached", "dashboard")
-
-
-def _rows(seconds: int, failing: range) -> list[dict]:
-    rows = []
-    for t in range(seconds):
-        bad = t in failing
-        rows.append({
-            "t": t, "ok": {c: 0 if bad else 10 for c in CLASSES},
-            "failed": {c: 10 if bad else 0 for c in CLASSES},
-            "timed_out": dict.fromkeys(CLASSES, 0), "p99_ms": 12.5,
-            "sessions": 40 if bad else 10, "queued_on_lock": 30 if bad else 0,
-            "lock_queue_orgs": 30 if bad else 0, "left_behind": 20 if bad else 0,
-            "restarts": 1 if t == 5 else 0, "replicas_ready": 3, "migration": "waiting",
-            "long_query": bad, "refused": 2 if t == 7 else 0,
-        })
-    return rows
-
-
-def _result() -> LockQueueResult:
-    config = LockQueueConfig(duration=20.0)
-    runs = []
-    for strategy, failing in (("naive", range(3, 18)), ("steady", range(0))):
-        rows = _rows(20, failing)
-        runs.append(RunResult(strategy, 1, verdict(rows), strategy == "naive",
-                              1 if strategy == "naive" else 0,
-                              Migration(applied=True, applied_at_s=11.0, tries=5,
-                                        blocker_named=strategy == "steady"),
-                              rows, totals(rows), long_queries=[(2.0, 17.5)],
-                              restart_times=[5.2] if strategy == "naive" else []))
-    return LockQueueResult(config, runs, {"postgresql": "15"})
 
 
 def test_tables_render_verdicts_and_refusals():

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from pgsteady.errors import UsageError
-from pgsteady.lab.report import ceiling_share, summary_table
 from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, run_pool_drain, verdict
+from pgsteady.lab.scenarios.pool_drain_report import ceiling_share, summary_table
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 
@@ -136,7 +136,7 @@ def test_ceiling_each_run_measures_pgbench_on_the_runs_own_cluster():
     worst, mean = ceiling_share(run, run.ceiling_tps)
     assert mean >= 0.8 and worst > 0
     assert result.to_json()["runs"][0]["ceiling"]["pgbench_tps"] == round(run.ceiling_tps, 1)
-    assert "each run's own cluster" in str(summary_table(result).caption)
+    assert "each run's own cluster" in dict(summary_table(result).legend())["ceiling"]
 
 
 def test_a_cold_pool_has_no_server_connection_but_greets_clients_at_once(pgsteady_stack,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -9,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pgsteady.errors import UsageError
-from pgsteady.settings import pg_interval, redact, scrub, to_seconds
+from pgsteady.settings import parse_duration, pg_interval, redact, scrub, to_seconds
 
 
 def test_durations_accept_seconds_timedelta_and_none():
@@ -90,3 +92,27 @@ def test_zero_is_no_limit():
 def test_scrub_hides_passwords_in_sql(sql):
     """Another session's query text may set a password; it never reaches our output."""
     assert "hunter2" not in scrub(sql) and "ter2" not in scrub(sql)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("50ms", 0.05), ("1.5s", 1.5), ("2m", 120.0),
+                                               ("1h", 3600.0), ("7", 7.0), (" 3 min ", 180.0)])
+def test_written_durations_are_parsed_in_one_place(text, seconds):
+    """parse_duration reads the units every option and phase-map axis uses."""
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(("text", "complaint"), [("soon", "write it like 50ms"),
+                                                 ("-1s", "negative"), ("9999h", "too long")])
+def test_bad_written_durations_say_how_to_write_them(text, complaint):
+    """A duration that cannot be read is a UsageError saying what is wrong."""
+    with pytest.raises(UsageError, match=complaint):
+        parse_duration(text)
+
+
+def test_the_model_does_not_import_the_command_line():
+    """pgsteady.sim (model, phase map, validate, report) loads without pgsteady.cli."""
+    code = ("import sys, pgsteady.sim.phase_map, pgsteady.sim.validate, pgsteady.sim.report; "
+            "print(sorted(m for m in sys.modules if m.startswith('pgsteady.cli')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "[]"

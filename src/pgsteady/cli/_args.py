@@ -6,28 +6,16 @@ import argparse
 import re
 from dataclasses import dataclass
 
-_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, None: 1.0}
-
-
-MAX_DURATION = 2147483.647
-"""The longest duration any option takes: PostgreSQL's largest timeout (INT_MAX ms, ~24.8
-days). Longer ones would fail later, deep inside a run, instead of as a usage error now."""
+from pgsteady.errors import UsageError
+from pgsteady.settings import parse_duration
 
 
 def duration(text: str) -> float:
-    """``"50ms"`` -> 0.05; a bare number is seconds. Negative or too large values are refused."""
-    m = _DURATION.match(text)
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration; write it like 50ms, 1.5s, 2m or 1h")
-    seconds = float(m[1]) * _UNITS[m[2]]
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; durations must be >= 0")
-    if seconds > MAX_DURATION:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is too long; durations must be at most {int(MAX_DURATION // 3600)}h")
-    return seconds
+    """:func:`pgsteady.settings.parse_duration` as an argparse type (its message, one line)."""
+    try:
+        return parse_duration(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_int(text: str) -> int:

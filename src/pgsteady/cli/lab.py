@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import sys
 import threading
-from types import FrameType
 from typing import Any
 
 import psycopg
 
-from pgsteady.cli import _args
+from pgsteady.cli import _args, _knobs
 from pgsteady.errors import EXIT_OK, UsageError
 from pgsteady.lab.cluster import Cluster
+from pgsteady.lab.knobs import ClusterKnobs
+from pgsteady.lab.scenarios.registry import Scenario
+from pgsteady.lab.scenarios.registry import scenarios as all_scenarios
 
 
 def register(verbs: Any) -> None:
@@ -42,13 +45,7 @@ def register(verbs: Any) -> None:
     up.add_argument("--pg-port", type=_args.port, help="PostgreSQL port (default: a free one)")
     up.add_argument("--pgbouncer-port", type=_args.port,
                     help="PgBouncer port (default: a free one)")
-    up.add_argument("--pg-version", type=_args.positive_int, metavar="N",
-                    help="run PostgreSQL major N (13-18; scripts/postgres-versions.sh installs "
-                         "them; default: the system's)")
-    up.add_argument("--durable", action="store_true",
-                    help="run PostgreSQL with fsync and synchronous_commit on (the lab turns "
-                         "them off for speed: a crash or an immediate stop then loses commits "
-                         "callers were told had succeeded)")
+    _knobs.add_options(up, ClusterKnobs)  # --durable, and whatever the lab's server takes
     up.add_argument("--dir", help="an existing directory to create the lab's private "
                                   "directory in (default: the temp dir)")
     up.add_argument("--keep", action="store_true", help="keep the data directory afterwards")
@@ -58,144 +55,31 @@ def register(verbs: Any) -> None:
                     help="run one query through PgBouncer, print versions and logs, shut down")
     up.set_defaults(run=run_up)
 
-    drain = scenarios.add_parser(
-        "pool-drain", help="reproduce the PgBouncer pool drain and show the fix side by side",
-        description="Reproduce the pool-drain outage (docs/outages.md): short deadlines "
-                    "through PgBouncer with a 50 ms connection cost and a burst. Runs pgbench "
-                    "for the ceiling, then each strategy, and prints per-second tables and a "
-                    "summary.")
-    drain.add_argument("--strategy", default="naive,steady",
-                       help="comma-separated: naive, cancel, psycopg, steady, steady-async, "
-                            "sqlalchemy, sqlalchemy-steady "
-                            "(default: naive,steady)")
-    drain.add_argument("--pool-size", type=_args.non_negative_int, default=4,
-                       help="PgBouncer's default_pool_size (4)")
-    drain.add_argument("--min-pool-size", type=_args.non_negative_int,
-                       help="server connections PgBouncer keeps open (default: the pool size)")
-    drain.add_argument("--connect-latency", type=_args.duration, default=0.050,
-                       help="cost of each new server connection, added by the proxy (50ms)")
-    drain.add_argument("--query-time", type=_args.duration, default=0.005,
-                       help="how long each query runs on the server (5ms)")
-    drain.add_argument("--deadline", type=_args.duration, default=0.050,
-                       help="how long each caller waits for its answer (50ms)")
-    drain.add_argument("--workers", type=_args.non_negative_int, default=10,
-                       help="closed-loop workers running the whole time (10)")
-    drain.add_argument("--burst", type=_args.burst, default=None,
-                       help="extra workers and when: 30@5s-10s (the default; 0 for none, "
-                            "the default with --cold-start)")
-    drain.add_argument("--duration", type=_args.duration, default=15.0,
-                       help="length of each strategy's run (15s)")
-    drain.add_argument("--runs", type=_args.non_negative_int, default=1,
-                       help="runs per strategy (1)")
-    drain.add_argument("--stall", type=_args.stall,
-                       help="hold all proxy traffic once: 100ms@7s")
-    drain.add_argument("--cancel-delay", type=_args.duration, default=0.1,
-                       help="the cancel strategy's extra wait before it closes (100ms)")
-    drain.add_argument("--ceiling-duration", type=_args.duration, default=5.0,
-                       help="how long pgbench runs for the ceiling (5s)")
-    drain.add_argument("--ceiling-each-run", action="store_true",
-                       help="also run pgbench on each run's own cluster just before it and "
-                            "compare the run with that (the machine's speed drifts by a few "
-                            "%% over minutes); not with --cold-start")
-    drain.add_argument("--overcommit", type=_args.non_negative_int, default=None,
-                       help="steady's client connections beyond PgBouncer's pool size "
-                            "(default 1: keeps every server connection busy)")
-    drain.add_argument("--cold-start", action="store_true",
-                       help="PgBouncer's pool is empty when the load starts (min_pool_size 0, "
-                            "no warm-up query) and, unless --burst is given, there is no "
-                            "burst: the seed's cold-start collapse at the steady load")
-    drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
-    drain.add_argument("--pg-version", type=_args.positive_int, metavar="N",
-                       help="run PostgreSQL major N (13-18; scripts/postgres-versions.sh installs "
-                            "them; default: the system's)")
-    drain.add_argument("--durable", action="store_true",
-                       help="run PostgreSQL with fsync and synchronous_commit on (the lab turns "
-                            "them off for speed: a crash or an immediate stop then loses commits "
-                            "callers were told had succeeded)")
-    drain.add_argument("--dir", help="an existing directory to create the lab's private "
-                                     "directory in (default: the temp dir)")
-    drain.set_defaults(run=run_pool_drain)
-
-    _register_lock_queue(scenarios)
+    for scenario in all_scenarios():
+        _register_scenario(scenarios, scenario)
 
 
-def _times(text: str) -> tuple[float, ...]:
-    """``"2s,6s"`` -> (2.0, 6.0)."""
-    return tuple(_args.duration(part) for part in text.split(",") if part.strip())
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a share; write it like 0.6") \
-            from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1")
-    return value
-
-
-def _register_lock_queue(scenarios: Any) -> None:
-    lq = scenarios.add_parser(
-        "lock-queue", help="reproduce the blocked migration and restart loop, and the fix",
-        description="Reproduce the lock-queue outage (docs/outages.md, 2): a long dashboard "
-                    "log query, a deploy whose migration queues behind it, liveness probes "
-                    "that restart gateway replicas, and sessions the killed replicas leave "
-                    "behind; then the same deploy under pgsteady. Prints per-second tables "
-                    "and a summary.")
-    lq.add_argument("--strategy", default="naive,steady",
-                    help="comma-separated: naive, steady (default: naive,steady)")
-    lq.add_argument("--replicas", type=_args.non_negative_int, default=3,
-                    help="gateway replicas, each a uvicorn process with its own pool (3)")
-    lq.add_argument("--rate", type=_args.non_negative_int, default=200,
-                    help="requests a second over all endpoints (200)")
-    lq.add_argument("--cached-share", type=_share, default=0.6,
-                    help="share of lookups for organizations in the replicas' cache (0.6)")
-    lq.add_argument("--dashboard-share", type=_share, default=0.05,
-                    help="share of requests for the dashboard's log page (0.05)")
-    lq.add_argument("--duration", type=_args.duration, default=60.0,
-                    help="how long each run lasts (60s)")
-    lq.add_argument("--deploy-at", type=_args.duration, default=8.0,
-                    help="when the new version is deployed (8s)")
-    lq.add_argument("--long-query-at", type=_times, default=(2.0, 6.0),
-                    help="when dashboard users open the slow log page: 2s,6s")
-    lq.add_argument("--long-query-for", type=_args.duration, default=40.0,
-                    help="how long the slow log query would run (40s)")
-    lq.add_argument("--probe-interval", type=_args.duration, default=1.0,
-                    help="how often the supervisor probes each replica (1s)")
-    lq.add_argument("--probe-failures", type=_args.non_negative_int, default=3,
-                    help="failed probes in a row before a restart or leaving rotation (3)")
-    lq.add_argument("--max-connections", type=_args.non_negative_int, default=60,
-                    help="PostgreSQL's max_connections, 3 of them reserved (60)")
-    lq.add_argument("--lock-timeout", type=_args.duration, default=1.0,
-                    help="steady: the migration's lock_timeout cap (1s)")
-    lq.add_argument("--log-statement-timeout", type=_args.duration, default=5.0,
-                    help="steady: statement_timeout of the bounded log query (5s)")
-    lq.add_argument("--runs", type=_args.non_negative_int, default=1,
-                    help="runs of each strategy (1)")
-    lq.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    lq.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
-    lq.add_argument("--pg-version", type=_args.positive_int, metavar="N",
-                    help="run PostgreSQL major N (13-18; scripts/postgres-versions.sh installs "
-                         "them; default: the system's)")
-    lq.add_argument("--durable", action="store_true",
-                    help="run PostgreSQL with fsync and synchronous_commit on (the lab turns "
-                         "them off for speed: a crash or an immediate stop then loses commits "
-                         "callers were told had succeeded)")
-    lq.add_argument("--dir", help="where to create the lab directory (default: temp dir)")
-    lq.set_defaults(run=run_lock_queue)
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+def _register_scenario(scenarios: Any, scenario: Scenario) -> None:
+    """``pgsteady lab <name>``: the scenario's knobs as options (its config record declares
+    them, :mod:`pgsteady.lab.knobs`), then where its results go."""
+    parser = scenarios.add_parser(scenario.name, help=scenario.help,
+                                  description=scenario.description)
+    _knobs.add_options(parser, scenario.config)
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
+    parser.add_argument("--dir", help="an existing directory to create the lab's private "
+                                      "directory in (default: the temp dir)")
+    parser.set_defaults(run=functools.partial(run_scenario, scenario))
 
 
 def _stop_on_signals() -> None:
     """SIGINT and SIGTERM end the run cleanly, also when started with ``&`` from a script
-    (which starts it with SIGINT ignored, and Python then leaves it ignored)."""
+    (which starts it with SIGINT ignored, and Python then leaves it ignored). SIGTERM keeps
+    its own exception, so the exit code says which it was: 130 for SIGINT, 143 for SIGTERM."""
+    from pgsteady.cli import _raise_terminated
+
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def _check_outputs(args: argparse.Namespace, name: str) -> None:
@@ -243,12 +127,13 @@ def write_outputs(report: Any, result: Any, args: argparse.Namespace, name: str)
 
 
 def run_up(args: argparse.Namespace) -> int:
+    server = ClusterKnobs(**_knobs.given(ClusterKnobs, args))
     cluster = Cluster(
         pool_mode=args.pool_mode, pool_size=args.pool_size, min_pool_size=args.min_pool_size,
         max_client_conn=args.max_client_conn, query_wait_timeout=args.query_wait_timeout,
         proxy=args.proxy, connect_delay=args.connect_latency, pg_port=args.pg_port,
         pgbouncer_port=args.pgbouncer_port, base_dir=args.dir, keep=args.keep,
-        redis=args.redis, durable=args.durable, pg_version=args.pg_version,
+        redis=args.redis, durable=server.durable, pg_version=server.pg_version,
     )
     _stop_on_signals()  # `kill` shuts down as cleanly as Ctrl-C
     with cluster:
@@ -279,66 +164,17 @@ def run_up(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_pool_drain(args: argparse.Namespace) -> int:
+def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
+    """Run one scenario as its options say, print its tables and write its files."""
     from rich.console import Console
 
-    from pgsteady.lab import report
-    from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig
-    from pgsteady.lab.scenarios.pool_drain import run_pool_drain as run
-
-    stall = args.stall or _args.Stall(0.0, 0.0)
-    burst = args.burst or (_args.Burst(0, 0.0, 0.0) if args.cold_start
-                           else _args.Burst(30, 5.0, 10.0))
-    min_pool = (0 if args.cold_start else args.pool_size) if args.min_pool_size is None \
-        else args.min_pool_size
-    extra = {} if args.overcommit is None else {"overcommit": args.overcommit}
-    config = PoolDrainConfig(
-        strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
-        pool_size=args.pool_size,
-        min_pool_size=min_pool, cold_start=args.cold_start, **extra,
-        connect_latency=args.connect_latency, query_time=args.query_time,
-        deadline=args.deadline, workers=args.workers, burst_workers=burst.workers,
-        burst_start=burst.start, burst_end=burst.end, duration=args.duration,
-        runs=args.runs, stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
-        ceiling_duration=args.ceiling_duration, ceiling_each_run=args.ceiling_each_run,
-        durable=args.durable, pg_version=args.pg_version)
-    _check_outputs(args, "pool-drain.json")
+    config = scenario.config(**scenario.prepare(_knobs.given(scenario.config, args)))
+    _check_outputs(args, scenario.json_name)
     _stop_on_signals()
     out = Console(width=None if sys.stdout.isatty() else 200)
-    total = config.ceiling_duration + len(config.strategies) * config.runs * config.duration
-    result = _with_progress(run, config, total, args.dir)
-    for run_result in result.runs:
-        if run_result.run == 1:
-            out.print(report.per_second_table(run_result, result.pgbench_tps))
-    out.print(report.summary_table(result))
-    write_outputs(report, result, args, "pool-drain.json")
-    return EXIT_OK
-
-
-def run_lock_queue(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from pgsteady.lab import lock_queue_report as report
-    from pgsteady.lab.scenarios.lock_queue import LockQueueConfig
-    from pgsteady.lab.scenarios.lock_queue import run_lock_queue as run
-
-    config = LockQueueConfig(
-        strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
-        replicas=args.replicas, rate=args.rate, cached_share=args.cached_share,
-        dashboard_share=args.dashboard_share, duration=args.duration,
-        deploy_at=args.deploy_at, long_query_at=args.long_query_at,
-        long_query_for=args.long_query_for, probe_interval=args.probe_interval,
-        probe_failures=args.probe_failures, max_connections=args.max_connections,
-        lock_timeout=args.lock_timeout, log_statement_timeout=args.log_statement_timeout,
-        runs=args.runs, durable=args.durable, pg_version=args.pg_version)
-    _check_outputs(args, "lock-queue.json")
-    _stop_on_signals()
-    out = Console(width=None if sys.stdout.isatty() else 200)
-    result = _with_progress(run, config, len(config.strategies) * config.runs * config.duration,
-                            args.dir)
-    for run_result in result.runs:
-        if run_result.run == 1:
-            out.print(report.per_second_table(run_result))
-    out.print(report.summary_table(result))
-    write_outputs(report, result, args, "lock-queue.json")
+    result = _with_progress(scenario.run, config, scenario.seconds(config), args.dir)
+    report = scenario.report_module()
+    for table in report.tables(result):
+        out.print(table)
+    write_outputs(report, result, args, scenario.json_name)
     return EXIT_OK

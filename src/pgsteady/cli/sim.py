@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from pgsteady.cli import _args
+from pgsteady.cli import _knobs as knob_options
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, UsageError
-
-_STRATEGIES = "naive, cancel, psycopg, steady"
 
 
 def register(verbs: Any) -> None:
@@ -28,7 +26,7 @@ def register(verbs: Any) -> None:
                     "poolers, max_connections and random stalls. Prints the lab's tables; "
                     "--json writes the lab's shape with \"source\": \"sim\". Same --seed, "
                     "same output.")
-    _knobs(drain, "naive,steady")
+    _knobs(drain)
     drain.add_argument("--json", metavar="FILE", help="write the results as JSON")
     drain.add_argument("--out", metavar="DIR", help="write JSON and PNG charts to DIR")
     drain.set_defaults(run=run_pool_drain)
@@ -68,94 +66,24 @@ def register(verbs: Any) -> None:
                        help="values per axis (8)")
     phase.add_argument("--jobs", type=_args.positive_int, default=1,
                        help="processes to spread the cells over (1)")
-    _knobs(phase, "naive,steady", runs=20)
+    _knobs(phase, runs=20)
     phase.add_argument("--out", metavar="DIR", default="phase-map",
                        help="where the PNGs and phase-map.json go (./phase-map)")
     phase.set_defaults(run=run_phase_map)
 
 
-def _knobs(parser: argparse.ArgumentParser, strategies: str, runs: int = 1) -> None:
-    """The lab's knobs with its defaults, then the model's own."""
-    parser.add_argument("--strategy", default=strategies,
-                        help=f"comma-separated: {_STRATEGIES} (default: {strategies})")
-    parser.add_argument("--pool-size", type=_args.non_negative_int, default=4)
-    parser.add_argument("--min-pool-size", type=_args.non_negative_int,
-                        help="server connections kept open (default: the pool size)")
-    parser.add_argument("--connect-latency", type=_args.duration, default=0.050)
-    parser.add_argument("--query-time", type=_args.duration, default=0.005,
-                        help="fixed, or the median with --query-time-p99 (5ms)")
-    parser.add_argument("--query-time-p99", type=_args.duration,
-                        help="lognormal query times with this p99")
-    parser.add_argument("--deadline", type=_args.duration, default=0.050)
-    parser.add_argument("--workers", type=_args.non_negative_int, default=10,
-                        help="closed-loop workers in all, spread over the poolers (10)")
-    parser.add_argument("--burst", type=_args.burst, default=_args.Burst(30, 5.0, 10.0),
-                        help="extra workers and when: 30@5s-10s (0 for none)")
-    parser.add_argument("--duration", type=_args.duration, default=15.0)
-    parser.add_argument("--runs", type=_args.non_negative_int, default=runs)
-    parser.add_argument("--stall", type=_args.stall,
-                        help="hold all pooler<->server traffic once: 100ms@7s")
-    parser.add_argument("--latency-stalls", type=_rate_stalls,
-                        help="random stalls: RATE/s:MEAN, e.g. 0.2/s:50ms (Poisson arrivals, "
-                             "exponential lengths)")
-    parser.add_argument("--cancel-delay", type=_args.duration, default=0.1)
-    parser.add_argument("--poolers", type=_args.non_negative_int, default=1,
-                        help="PgBouncer processes, each with its own pool (1)")
-    parser.add_argument("--max-connections", type=_args.non_negative_int, default=100,
-                        help="the server's max_connections (100)")
-    parser.add_argument("--query-wait-timeout", type=_args.duration, default=120.0)
-    parser.add_argument("--server-login-retry", type=_args.duration, default=15.0)
-    parser.add_argument("--login-time", type=_args.duration, default=0.004,
-                        help="a new server connection's time beyond --connect-latency: "
-                             "backend start and login (4ms)")
-    parser.add_argument("--round-trip", type=_args.duration, default=0.00045,
-                        help="a server connection's time per query beyond the query: the "
-                             "median of a lognormal (0.45ms)")
-    parser.add_argument("--round-trip-p99", type=_args.duration,
-                        help="its 99th percentile (default: 7.8 x --round-trip, as measured "
-                             "on the lab's path)")
-    parser.add_argument("--client-turnaround", type=_args.duration, default=0.0002,
-                        help="a client's time from a result to its next query (0.2ms)")
-    parser.add_argument("--client-connect-time", type=_args.duration, default=0.0004,
-                        help="a client's new connection to PgBouncer, SCRAM included (0.4ms)")
-    parser.add_argument("--overcommit", type=_args.non_negative_int, default=1,
-                        help="steady's connections beyond --pool-size, as the lab's (1)")
-    parser.add_argument("--think-time", type=_args.duration, default=0.0,
-                        help="each worker's pause between queries (0: closed loop)")
-    parser.add_argument("--max-waiting", type=_args.non_negative_int,
-                        help="steady's backlog bound (default: 4 x pool size)")
-    parser.add_argument("--seed", type=int, default=1)
+def _knobs(parser: argparse.ArgumentParser, runs: int = 1) -> None:
+    """The model's knobs, declared on its config record: the lab's (same names, defaults and
+    help), then its own."""
+    from pgsteady.sim.config import SimConfig
 
-
-def _rate_stalls(text: str) -> tuple[float, float]:
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*/\s*s\s*:\s*(\S+)\s*$", text)
-    if not m:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a stall rate; write it like 0.2/s:50ms (rate/s:mean length)")
-    return float(m[1]), _args.duration(m[2])
+    knob_options.add_options(parser, SimConfig, defaults={"runs": runs} if runs != 1 else None)
 
 
 def _config(args: argparse.Namespace) -> Any:
     from pgsteady.sim.config import SimConfig
 
-    stall = args.stall or _args.Stall(0.0, 0.0)
-    rate, mean = args.latency_stalls or (0.0, 0.1)
-    return SimConfig(
-        strategies=tuple(s.strip() for s in args.strategy.split(",") if s.strip()),
-        pool_size=args.pool_size, min_pool_size=args.min_pool_size,
-        connect_latency=args.connect_latency, query_time=args.query_time,
-        query_time_p99=args.query_time_p99, deadline=args.deadline, workers=args.workers,
-        burst_workers=args.burst.workers, burst_start=args.burst.start,
-        burst_end=args.burst.end, duration=args.duration, runs=args.runs,
-        stall=stall.length, stall_at=stall.at, cancel_delay=args.cancel_delay,
-        poolers=args.poolers, max_connections=args.max_connections,
-        query_wait_timeout=args.query_wait_timeout,
-        server_login_retry=args.server_login_retry, login_time=args.login_time,
-        round_trip=args.round_trip, round_trip_p99=args.round_trip_p99,
-        client_turnaround=args.client_turnaround,
-        client_connect_time=args.client_connect_time, overcommit=args.overcommit,
-        think_time=args.think_time,
-        stall_rate=rate, stall_mean=mean, max_waiting=args.max_waiting, seed=args.seed)
+    return SimConfig(**knob_options.given(SimConfig, args))
 
 
 def _check_paths(*paths: str | None, directory: str | None = None) -> None:
@@ -177,7 +105,7 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from pgsteady.cli.lab import write_outputs
-    from pgsteady.lab import report
+    from pgsteady.lab.scenarios import pool_drain_report as report
     from pgsteady.sim.run import run_model
 
     config = _config(args)
@@ -186,10 +114,8 @@ def run_pool_drain(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     result = run_model(config)
     out = _console()
-    for run_result in result.runs:
-        if run_result.run == 1:
-            out.print(report.per_second_table(run_result, result.pgbench_tps))
-    out.print(report.summary_table(result))
+    for table in report.tables(result):
+        out.print(table)
     err.print(f"model: {len(result.runs)} run(s) of {config.duration:g} simulated s in "
               f"{time.perf_counter() - started:.2f} s of wall time")
     write_outputs(report, result, args, "pool-drain.json")

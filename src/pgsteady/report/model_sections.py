@@ -8,6 +8,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from pgsteady import _verdicts
 from pgsteady.report import svg
 from pgsteady.report.inputs import Result
 from pgsteady.report.sections import NONE, badge, config_list, table
@@ -104,7 +105,7 @@ def sim_validate(result: Result, anchor: str) -> str:
             f"{_pct(bars.get('verdict_agreement'))}); where both hold, answered per second "
             f"differs by at most <strong>{_pct(worst)}</strong> (bar "
             f"{_pct(bars.get('answered_difference'))}). "
-            f"{badge('held' if passed else 'failed')} "
+            f"{badge(_verdicts.PASSED.word if passed else _verdicts.FAILED.word)} "
             f"{'the model passes' if passed else 'the model does not pass'} its check.</p>")
     rows = []
     for cell in cells:
@@ -113,8 +114,8 @@ def sim_validate(result: Result, anchor: str) -> str:
         rows.append([
             _num(cell.get("pool_size")), _ms(cell.get("connect_latency")),
             _ms(cell.get("stall")) if cell.get("stall") else "none",
-            escape(str(cell.get("strategy"))), badge(str(lab.get("verdict"))),
-            badge(str(model.get("verdict"))), "yes" if agree else "<strong>no</strong>",
+            escape(str(cell.get("strategy"))), _side(lab), _side(model),
+            "yes" if agree else "<strong>no</strong>",
             " / ".join(_num(v) for v in lab.get("answered_per_second_thirds", [])),
             " / ".join(_num(v) for v in model.get("answered_per_second_thirds", [])),
             f"{_num(lab.get('server_connections_opened'))} / "
@@ -126,6 +127,14 @@ def sim_validate(result: Result, anchor: str) -> str:
                   "answered difference"], rows, caption="Lab against model, cell by cell",
                  numeric_from=7)
     return head + grid
+
+
+def _side(side: dict[str, Any]) -> str:
+    """The verdict's badge, then how many of the runs had it (older files, without
+    ``verdict_runs``: the badge alone)."""
+    runs, count = side.get("runs"), side.get("verdict_runs")
+    tail = f"&nbsp;{_num(count)}/{_num(runs)}" if isinstance(count, int) and count else ""
+    return badge(str(side.get("verdict"))) + tail
 
 
 def _pct(value: Any) -> str:
@@ -156,7 +165,7 @@ def headline(result: Result) -> list[tuple[str, str]]:
         return rows
     if result.scenario == "sim-validate":
         agreement = result.data.get("verdict_agreement")
-        verdict = "held" if result.data.get("passed") else "failed"
+        verdict = _verdicts.PASSED.word if result.data.get("passed") else _verdicts.FAILED.word
         return [("model vs lab", f"{badge(verdict)} verdicts agree in {_pct(agreement)} of "
                                  "cells")]
     return []

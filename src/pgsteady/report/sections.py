@@ -11,30 +11,33 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from pgsteady import _verdicts
 from pgsteady.report import svg
 from pgsteady.report.inputs import Result
 from pgsteady.report.safe import Kind, css_class, html_id
 
-GOOD = frozenset({"held"})
 NONE = "&ndash;"
-BAD = frozenset({"collapsed", "outage", "failed"})
+LOW_MARK = "†"  # a share of the ceiling above 100 %: the ceiling measured low
 
 
 def verdict_of(run: dict[str, Any]) -> str:
-    """The run's verdict in words: the file's own, else the pool-drain rule the lab applies."""
+    """The run's verdict in words: the file's own, else the pool-drain rule the lab applies
+    (files written before runs carried a ``verdict``)."""
     verdict = run.get("verdict")
     if isinstance(verdict, str) and verdict:
         return verdict
-    if run.get("collapsed"):
-        return "collapsed"
-    if run.get("recovered"):
-        timeouts = any(r.get("timeouts") for r in run.get("per_second", []))
-        return "recovered" if timeouts else "held"
-    return "degraded" if "collapsed" in run else "unknown"
+    if "collapsed" not in run:
+        return _verdicts.UNKNOWN.word
+    timeouts = sum(1 for r in run.get("per_second", []) if isinstance(r, dict)
+                   and r.get("timeouts"))
+    return _verdicts.pool_drain(bool(run.get("collapsed")), bool(run.get("recovered")),
+                                timeouts).word
 
 
 def verdict_class(verdict: str) -> str:
-    return "good" if verdict in GOOD else "bad" if verdict in BAD else "warn"
+    """good, warn or bad: the verdict's tone in :mod:`pgsteady._verdicts` (a word it does not
+    know, from a newer file or hostile input, is warn)."""
+    return _verdicts.tone(verdict)
 
 
 def badge(verdict: str) -> str:
@@ -160,13 +163,17 @@ def _pool_drain_chart(result: Result, run: dict[str, Any], chart_id: str) -> str
     if config.get("stall"):
         chart.markers.append(svg.Marker(f"{float(config['stall']) * 1000:.0f} ms stall",
                                         float(config.get("stall_at", 0))))
+    low = _verdicts.ceiling_low(col("answered"), ceiling)
     if ceiling:
-        chart.levels.append(svg.Level(f"pgbench ceiling {ceiling:.0f}/s", ceiling))
+        chart.levels.append(svg.Level(f"pgbench ceiling {ceiling:.0f}/s"
+                                      + (" (measured low)" if low else ""), ceiling))
     totals = run.get("totals", {})
     caption = (f"<strong>{escape(str(run.get('strategy')))}</strong>: {badge(verdict)}. "
                f"{_num(totals.get('answered'))} answered, {_num(totals.get('timeouts'))} timed "
                f"out; the pooler opened {_num(totals.get('server_connections_opened'))} server "
-               f"connections and closed {_num(totals.get('not_ready_closures'))} as not ready.")
+               f"connections and closed {_num(totals.get('not_ready_closures'))} as not ready."
+               + (f" {LOW_MARK} Answers per second {escape(_verdicts.CEILING_LOW_NOTE)}." if low
+                  else ""))
     keys = ("t", "answered", "timeouts", "rejected", "db_completions",
             "server_connections_opened", "not_ready_closures", "cl_waiting", "sv_login")
     data = table(keys, ([_num(r.get(k)) for k in keys] for r in rows), numeric_from=0)
@@ -214,6 +221,7 @@ def pool_drain(result: Result, anchor: str) -> str:
         charts.append(f"<h3>{escape(strategy)}</h3>"
                       + _pool_drain_chart(result, first, f"{anchor}-{strategy}"))
     rows = []
+    any_low = False
     for strategy in strategies(result):
         runs = [r for r in result.runs if r.get("strategy") == strategy]
         counts = verdict_counts(result, strategy)
@@ -223,6 +231,9 @@ def pool_drain(result: Result, anchor: str) -> str:
         thirds = [_thirds(a) for a in answered]
         worst = [min(a[1:] or [0]) / ceiling for a in answered if ceiling]
         mean = [sum(a[1:]) / max(len(a) - 1, 1) / ceiling for a in answered if ceiling]
+        low = any(_verdicts.ceiling_low(a, ceiling) for a in answered)
+        any_low = any_low or low
+        mark = LOW_MARK if low else ""
 
         def avg(values: Sequence[float]) -> float:
             return sum(values) / len(values) if values else 0.0
@@ -231,15 +242,17 @@ def pool_drain(result: Result, anchor: str) -> str:
             return _num(round(avg([float(r.get("totals", {}).get(key) or 0) for r in runs])))
         rows.append([escape(strategy), verdicts,
                      *(f"{avg([t[i] for t in thirds]):.0f}" for i in range(3)),
-                     f"{min(worst):.0%}" if worst else NONE,
-                     f"{avg(mean):.0%}" if mean else NONE,
+                     f"{min(worst):.0%}{mark}" if worst else NONE,
+                     f"{avg(mean):.0%}{mark}" if mean else NONE,
                      total("timeouts"), total("server_connections_opened"),
                      total("not_ready_closures")])
     summary = table(["strategy", "verdicts", "ok/s first ⅓", "ok/s middle ⅓", "ok/s last ⅓",
                      "worst second, % of ceiling", "mean, % of ceiling", "timeouts per run",
                      "server connections opened per run", "not-ready closures per run"],
-                    rows, caption=f"Per strategy, averaged over runs; ceiling "
-                                  f"{ceiling:.0f} queries/s" if ceiling else "Per strategy",
+                    rows, caption=(f"Per strategy, averaged over runs; ceiling "
+                                   f"{ceiling:.0f} queries/s" if ceiling else "Per strategy")
+                    + (f". {LOW_MARK} Answers per second {_verdicts.CEILING_LOW_NOTE}"
+                       if any_low else ""),
                     numeric_from=2)
     return (f"{intro}{versions_line(result)}{config_list(config, skip=('strategies',))}"
             f"{look}{''.join(charts)}{summary}")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from pgsteady.errors import UsageError
-from pgsteady.lab.scenarios.pool_drain import DEFAULT_OVERCOMMIT, PoolDrainConfig
+from pgsteady.lab.knobs import knob
+from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, PoolDrainKnobs
 
 STRATEGIES = ("naive", "cancel", "psycopg", "steady")
 MAX_CLIENTS = 1_000_000
@@ -26,46 +27,40 @@ ROUND_TRIP_TAIL = 7.8
 
 
 @dataclass(frozen=True)
-class SimConfig:
-    """One setting of the model. Durations in seconds."""
+class SimConfig(PoolDrainKnobs):
+    """One setting of the model: the lab's knobs (:class:`PoolDrainKnobs`, the same names,
+    defaults and help), then the model's own. Durations in seconds."""
 
-    strategies: tuple[str, ...] = ("naive", "steady")
-    pool_size: int = 4
-    min_pool_size: int | None = None      # None: the pool size, as the lab pre-fills it
-    connect_latency: float = 0.050
-    query_time: float = 0.005             # fixed, or the median when query_time_p99 is set
-    query_time_p99: float | None = None   # lognormal query times with this p99
-    deadline: float = 0.050
-    workers: int = 10                     # in total, spread over the poolers
-    burst_workers: int = 30
-    burst_start: float = 5.0
-    burst_end: float = 10.0
-    duration: float = 15.0
-    runs: int = 1
-    stall: float = 0.0
-    stall_at: float = 0.0
-    cancel_delay: float = 0.1
+    STRATEGY_CHOICES: ClassVar[tuple[str, ...]] = STRATEGIES
+
     # Only the model has these.
-    poolers: int = 1
-    max_connections: int = 100
-    query_wait_timeout: float = 120.0     # PgBouncer's default
-    server_login_retry: float = 15.0      # PgBouncer's default
-    login_time: float = 0.004             # a new server connection's time beyond the latency
-    round_trip: float = 0.00045           # a query's time on its server connection beyond the
-                                          # query itself: the median, lognormal ...
-    round_trip_p99: float | None = None   # ... with this p99 (None: ROUND_TRIP_TAIL x median)
+    query_time_p99: float | None = knob(None, "duration", "lognormal query times with this p99")
+    poolers: int = knob(1, "count", "PgBouncer processes, each with its own pool")
+    max_connections: int = knob(100, "count", "the server's max_connections")
+    query_wait_timeout: float = knob(120.0, "duration", "PgBouncer's query_wait_timeout")
+    server_login_retry: float = knob(15.0, "duration", "PgBouncer's server_login_retry")
+    login_time: float = knob(0.004, "duration", "a new server connection's time beyond "
+                             "--connect-latency: backend start and login")
+    round_trip: float = knob(0.00045, "duration", "a server connection's time per query "
+                             "beyond the query: the median of a lognormal")
+    round_trip_p99: float | None = knob(None, "duration", "its 99th percentile (default: 7.8 "
+                                        "x --round-trip, as measured on the lab's path)")
     # Measured round trips to draw from instead (sim validate: the lab's own, see
     # round_trips_from_holds); the median and p99 above then only describe them.
     round_trip_samples: tuple[float, ...] = ()
-    client_turnaround: float = 0.0002     # a client's time from a result to its next query
-    client_connect_time: float = 0.0004   # a client's new connection to PgBouncer: TCP,
-                                          # startup and SCRAM's two round trips
-    think_time: float = 0.0               # a worker's pause between queries (0: closed loop)
-    stall_rate: float = 0.0               # random proxy stalls per second (Poisson)
-    stall_mean: float = 0.1               # their mean length (exponential)
-    max_waiting: int | None = None        # steady's backlog bound; None: 4 x its pool
-    overcommit: int = DEFAULT_OVERCOMMIT  # steady's connections beyond pool_size, as the lab's
-    seed: int = 1
+    client_turnaround: float = knob(0.0002, "duration", "a client's time from a result to "
+                                    "its next query")
+    client_connect_time: float = knob(0.0004, "duration", "a client's new connection to "
+                                      "PgBouncer, SCRAM included")
+    think_time: float = knob(0.0, "duration", "each worker's pause between queries (0: "
+                             "closed loop)")
+    stall_rate: float = knob(0.0, "rate_stalls", "random stalls: RATE/s:MEAN, e.g. "
+                             "0.2/s:50ms (Poisson arrivals, exponential lengths)",
+                             option="--latency-stalls", parts=("stall_rate", "stall_mean"))
+    stall_mean: float = 0.1
+    max_waiting: int | None = knob(None, "count", "steady's backlog bound (default: 4 x "
+                                   "its pool)")
+    seed: int = knob(1, "integer", "the random seed: same seed, same output")
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -130,10 +125,6 @@ class SimConfig:
     # -- derived ----------------------------------------------------------------------------
 
     @property
-    def min_pool(self) -> int:
-        return self.pool_size if self.min_pool_size is None else self.min_pool_size
-
-    @property
     def backlog_bound(self) -> int:
         return 4 * self.client_pool if self.max_waiting is None else self.max_waiting
 
@@ -194,7 +185,7 @@ class SimConfig:
 
     def model_knobs(self) -> dict[str, Any]:
         """The knobs only the model has, for the JSON's ``config``."""
-        shared = {f.name for f in fields(PoolDrainConfig)}
+        shared = {f.name for f in fields(PoolDrainConfig)}  # the lab_config() part
         knobs = {k: v for k, v in asdict(self).items() if k not in shared}
         knobs["round_trip_samples"] = len(self.round_trip_samples)  # how many, not each
         return knobs

@@ -12,8 +12,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from pgsteady.cli._args import duration
 from pgsteady.errors import UsageError
+from pgsteady.settings import parse_duration
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.run import simulate
 
@@ -82,8 +82,8 @@ def parse_axis(text: str, steps: int, base: SimConfig | None = None) -> Axis:
 def _value(kind: str, text: str) -> float:
     if kind == "duration":
         try:
-            return duration(text)
-        except Exception as exc:  # argparse's type error carries the message
+            return parse_duration(text)
+        except UsageError as exc:
             raise ValueError(str(exc)) from None
     try:
         number = int(text)

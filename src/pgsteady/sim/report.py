@@ -1,6 +1,6 @@
 """Rendering the model's own results: validation and phase maps as rich tables, phase maps
 as PNG heatmaps. The pool-drain runs themselves use the lab's renderers
-(:mod:`pgsteady.lab.report`). Renderers only read results."""
+(:mod:`pgsteady.lab.scenarios.pool_drain_report`). Renderers only read results."""
 
 from __future__ import annotations
 
@@ -8,26 +8,40 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.table import Table
-
+from pgsteady import _verdicts
 from pgsteady._extras import require
+from pgsteady.lab.tables import Column, FitTable
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.phase_map import Axis, PhaseMap
-from pgsteady.sim.validate import ANSWERED_TOLERANCE, VERDICT_AGREEMENT, Validation
+from pgsteady.sim.validate import ANSWERED_TOLERANCE, VERDICT_AGREEMENT, Side, Validation
 
 
-def validation_table(result: Validation) -> Table:
+def validation_table(result: Validation) -> FitTable:
     worst = result.worst_answered_difference
-    table = Table(
-        title=f"sim validate: verdicts agree in {result.agreement:.0%} of cells "
-              f"(bar {VERDICT_AGREEMENT:.0%}); answered/s where both hold differs by at most "
-              f"{'-' if worst is None else f'{worst:.1%}'} (bar {ANSWERED_TOLERANCE:.0%})",
-        title_justify="left")
-    for name in ("pool", "latency", "stall", "strategy", "pgbench", "rt p50/p99", "verdict lab",
-                 "verdict model", "ok/s lab ⅓s", "ok/s model ⅓s", "diff", "srv conns lab",
-                 "srv conns model"):
-        table.add_column(name, justify="left" if name in ("strategy", "verdict lab",
-                                                          "verdict model") else "right")
+    words = [w for cell in result.cells for w in (cell.lab.verdict, cell.model.verdict)]
+    table = FitTable(
+        f"sim validate: verdicts agree in {result.agreement:.0%} of cells "
+        f"(bar {VERDICT_AGREEMENT:.0%}); answered/s where both hold differs by at most "
+        f"{'-' if worst is None else f'{worst:.1%}'} (bar {ANSWERED_TOLERANCE:.0%})",
+        [Column("pool", "PgBouncer's pool size"), Column("latency", "connect latency"),
+         Column("stall", "a stall during the burst", priority=9),
+         Column("strategy", justify="left"),
+         Column("pgbench", "pgbench's ceiling on the lab's path (q/s)", priority=7),
+         Column("rt p50/p99", "the round trip measured on the lab's path (ms): the model's "
+                "input", priority=8),
+         Column("lab", "the lab's verdict: the most common over the runs (held and recovered "
+                "count together: the pool was back), then runs with it/runs",
+                justify="left"),
+         Column("model", "the model's verdict, the same way; ✗: it disagrees with the lab's",
+                justify="left"),
+         Column("ok/s lab", "mean answered per second in the first, middle and last third",
+                priority=2),
+         Column("ok/s model", "the same in the model", priority=3),
+         Column("diff", "the largest difference in answered/s over the thirds, where both "
+                "hold", priority=1),
+         Column("sv_new lab", "server connections opened in the lab", priority=5),
+         Column("sv_new model", "server connections opened in the model", priority=6)],
+        notes=[(w, _verdicts.of(w).meaning) for w, _ in _verdicts.counts(words)])
     for cell in result.cells:
         difference = cell.answered_difference
         table.add_row(
@@ -36,30 +50,27 @@ def validation_table(result: Validation) -> Table:
             f"{cell.pgbench_tps:.0f}",
             f"{cell.round_trip * 1000:.2f}/"
             + ("-" if cell.round_trip_p99 is None else f"{cell.round_trip_p99 * 1000:.1f}"),
-            f"{cell.lab.verdict} {cell.lab.collapsed}/{cell.lab.runs}",
-            f"{cell.model.verdict} {cell.model.collapsed}/{cell.model.runs}"
-            + ("" if cell.verdicts_agree else " ✗"),
+            _side(cell.lab), _side(cell.model) + ("" if cell.verdicts_agree else " ✗"),
             " / ".join(f"{v:.0f}" for v in cell.lab.answered_thirds),
             " / ".join(f"{v:.0f}" for v in cell.model.answered_thirds),
             "-" if difference is None else f"{difference:.1%}",
             f"{cell.lab.server_connections_opened:.0f}",
             f"{cell.model.server_connections_opened:.0f}")
-    table.caption = "verdict: the most common over the runs, then collapsed runs/runs; " \
-                    "ok/s: mean answered per second in the first, middle and last third; " \
-                    "rt: the round trip measured on the lab's path (ms), the model's input"
-    table.caption_justify = "left"
     return table
 
 
-def phase_map_tables(result: PhaseMap) -> list[Table]:
+def _side(side: Side) -> str:
+    return f"{_verdicts.rich(side.verdict)} {side.verdict_runs}/{side.runs}"
+
+
+def phase_map_tables(result: PhaseMap) -> list[FitTable]:
     tables = []
     for strategy, rows in result.probability.items():
-        table = Table(title=f"{strategy}: probability of collapse ({result.base.runs} runs "
-                            f"per cell); rows {result.y.knob}, columns {result.x.knob}",
-                      title_justify="left")
-        table.add_column(f"{result.y.knob} \\ {result.x.knob}", justify="right")
-        for value in result.x.values:
-            table.add_column(result.x.label(value), justify="right")
+        table = FitTable(
+            f"{strategy}: probability of collapse ({result.base.runs} runs per cell); rows "
+            f"{result.y.knob}, columns {result.x.knob}",
+            [Column(f"{result.y.knob} \\ {result.x.knob}"),
+             *(Column(result.x.label(value)) for value in result.x.values)])
         for value, row in zip(result.y.values, rows, strict=True):
             table.add_row(result.y.label(value), *(f"{p:.2f}" for p in row))
         tables.append(table)

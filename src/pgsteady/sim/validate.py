@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgsteady import _verdicts
 from pgsteady.lab.scenarios.pool_drain import PoolDrainConfig, PoolDrainResult, RunResult
 from pgsteady.sim.config import SimConfig, calibrated_round_trip, quantile, round_trips_from_holds
 from pgsteady.sim.run import run_model
@@ -59,9 +60,11 @@ class Side:
     runs: int
     answered_thirds: tuple[float, float, float]
     server_connections_opened: float
+    verdict_runs: int = 0   # runs whose verdict is ``verdict``
 
     def to_json(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "collapsed": self.collapsed, "runs": self.runs,
+        return {"verdict": self.verdict, "verdict_runs": self.verdict_runs,
+                "collapsed": self.collapsed, "runs": self.runs,
                 "answered_per_second_thirds": [round(v, 1) for v in self.answered_thirds],
                 "server_connections_opened": round(self.server_connections_opened, 1)}
 
@@ -80,12 +83,15 @@ class Cell:
 
     @property
     def verdicts_agree(self) -> bool:
-        return self.lab.verdict == self.model.verdict
+        """Same word, or held against recovered: both say the pool was back by the last
+        third, which is what the model is checked on (see :func:`side`)."""
+        return self.lab.verdict == self.model.verdict or (
+            _verdicts.pool_back(self.lab.verdict) and _verdicts.pool_back(self.model.verdict))
 
     @property
     def answered_difference(self) -> float | None:
         """The largest relative difference in answered/s over the thirds, where both hold."""
-        if self.lab.verdict == "collapsed" or self.model.verdict == "collapsed":
+        if _verdicts.COLLAPSED.word in (self.lab.verdict, self.model.verdict):
             return None
         return max(abs(m - lab) / lab if lab else (0.0 if not m else 1.0)
                    for lab, m in zip(self.lab.answered_thirds, self.model.answered_thirds,
@@ -191,21 +197,26 @@ def validate(grid: Grid, lab: LabRunner, *, seed: int = 1,
     return result
 
 
-def verdict_word(run: RunResult) -> str:
-    return "collapsed" if run.collapsed else ("recovered" if run.recovered else "degraded")
-
-
 def side(runs: list[RunResult]) -> Side:
-    """Summarise one cell's runs: the most common verdict (ties: the worse), collapse count,
-    mean answered/s per third, mean server connections opened."""
-    words = Counter(verdict_word(r) for r in runs)
-    order = ("collapsed", "degraded", "recovered")
-    verdict = max(order, key=lambda w: (words[w], -order.index(w)))
+    """Summarise one cell's runs: the most common outcome for the pool (collapsed, degraded
+    or back; ties: the worse), said in the runs' own words (held or recovered, whichever
+    more runs got, for a pool that was back), collapse count, mean answered/s per third,
+    mean server connections opened."""
+    words = Counter(r.verdict for r in runs)
+    back = words[_verdicts.HELD.word] + words[_verdicts.RECOVERED.word]
+    outcomes = {_verdicts.COLLAPSED.word: words[_verdicts.COLLAPSED.word],
+                _verdicts.DEGRADED.word: words[_verdicts.DEGRADED.word], "back": back}
+    order = list(outcomes)
+    outcome = max(order, key=lambda w: (outcomes[w], -order.index(w)))
+    verdict = outcome if outcome != "back" else (
+        _verdicts.HELD.word if words[_verdicts.HELD.word] > words[_verdicts.RECOVERED.word]
+        else _verdicts.RECOVERED.word)
     thirds = [thirds_of([row["answered"] for row in r.per_second]) for r in runs]
     mean = tuple(sum(t[i] for t in thirds) / len(thirds) for i in range(3))
     return Side(verdict, sum(r.collapsed for r in runs), len(runs),
                 (mean[0], mean[1], mean[2]),
-                sum(r.totals["server_connections_opened"] for r in runs) / len(runs))
+                sum(r.totals["server_connections_opened"] for r in runs) / len(runs),
+                verdict_runs=outcomes[outcome])
 
 
 def thirds_of(values: list[int]) -> tuple[float, float, float]:

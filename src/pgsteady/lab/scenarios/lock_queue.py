@@ -23,17 +23,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from psycopg import sql
 
+from pgsteady import _verdicts
 from pgsteady.errors import LabError, MigrationError, PgsteadyError, UsageError
 from pgsteady.lab import _auth, _process
 from pgsteady.lab.cluster import Postgres, make_workdir
 from pgsteady.lab.gateway import MIGRATION, GatewayConfig
+from pgsteady.lab.knobs import ClusterKnobs, knob
 from pgsteady.lab.scenarios import _lock_queue_sql as q
 from pgsteady.lab.scenarios._lock_queue_sampler import Sampler
+from pgsteady.lab.scenarios.registry import Scenario
 from pgsteady.lab.supervisor import Supervisor, new_version
 from pgsteady.lab.traffic import CLASSES, LoadGenerator, Mix, Outcomes, get, p99
 
@@ -51,34 +54,43 @@ MAX_REPLICAS = 16
 
 
 @dataclass(frozen=True)
-class LockQueueConfig:
+class LockQueueConfig(ClusterKnobs):
     """The seed's chain scaled from hours to seconds; every value is a knob."""
 
-    strategies: tuple[str, ...] = STRATEGIES
-    replicas: int = 3
-    rate: int = 200
-    cached_share: float = 0.6
-    dashboard_share: float = 0.05
-    duration: float = 60.0
-    deploy_at: float = 8.0
+    STRATEGY_CHOICES: ClassVar[tuple[str, ...]] = STRATEGIES
+
+    strategies: tuple[str, ...] = knob(STRATEGIES, "strategies", "comma-separated",
+                                       option="--strategy")
+    replicas: int = knob(3, "count", "gateway replicas, each a uvicorn process with its own "
+                         "pool")
+    rate: int = knob(200, "count", "requests a second over all endpoints")
+    cached_share: float = knob(0.6, "share", "share of lookups for organizations in the "
+                               "replicas' cache")
+    dashboard_share: float = knob(0.05, "share", "share of requests for the dashboard's log "
+                                  "page")
+    duration: float = knob(60.0, "duration", "how long each run lasts")
+    deploy_at: float = knob(8.0, "duration", "when the new version is deployed")
     # Seed 002 had several dashboard log queries open for hours; two here, so that under
     # steady (which stops each after 5 s) one still holds orgs when the deploy comes.
-    long_query_at: tuple[float, ...] = (2.0, 6.0)
-    long_query_for: float = 40.0
-    probe_interval: float = 1.0
-    probe_failures: int = 3
-    max_connections: int = 60
+    long_query_at: tuple[float, ...] = knob((2.0, 6.0), "times", "when dashboard users open "
+                                            "the slow log page")
+    long_query_for: float = knob(40.0, "duration", "how long the slow log query would run")
+    probe_interval: float = knob(1.0, "duration", "how often the supervisor probes each "
+                                 "replica")
+    probe_failures: int = knob(3, "count", "failed probes in a row before a restart or "
+                               "leaving rotation")
+    max_connections: int = knob(60, "count", "PostgreSQL's max_connections, 3 of them "
+                                "reserved")
     reserved_connections: int = 3
     pool_size: int = 10
     client_timeout: float = 10.0
-    lock_timeout: float = 1.0
-    log_statement_timeout: float = 5.0
+    lock_timeout: float = knob(1.0, "duration", "steady: the migration's lock_timeout cap")
+    log_statement_timeout: float = knob(5.0, "duration", "steady: statement_timeout of the "
+                                        "bounded log query")
     orgs: int = 20_000
     log_rows: int = 200_000
     hot_keys: int = 100
-    runs: int = 1
-    durable: bool = False  # fsync and synchronous_commit on (slower; the lab's are off)
-    pg_version: int | None = None  # a PostgreSQL major (default: the system's)
+    runs: int = knob(1, "count", "runs of each strategy")
 
     def __post_init__(self) -> None:
         problems = []
@@ -197,6 +209,18 @@ def run_lock_queue(config: LockQueueConfig, progress: Progress | None = None,
     finally:
         server.stop(mode="immediate")
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+SCENARIO = Scenario(
+    name="lock-queue",
+    help="reproduce the blocked migration and restart loop, and the fix",
+    description="Reproduce the lock-queue outage (docs/outages.md, 2): a long dashboard log "
+                "query, a deploy whose migration queues behind it, liveness probes that "
+                "restart gateway replicas, and sessions the killed replicas leave behind; then "
+                "the same deploy under pgsteady. Prints per-second tables and a summary.",
+    config=LockQueueConfig, run=run_lock_queue,
+    report="pgsteady.lab.scenarios.lock_queue_report",
+    seconds=lambda c: len(c.strategies) * c.runs * c.duration)
 
 
 def _prepare_template(server: Postgres, config: LockQueueConfig) -> None:
@@ -491,10 +515,10 @@ def verdict(rows: list[dict[str, Any]]) -> str:
         if share is not None and share < OUTAGE_BELOW:
             streak += 1
             if streak >= OUTAGE_SECONDS:
-                return "outage"
+                return _verdicts.OUTAGE.word
         elif share is not None:
             streak = 0
-    return "held"
+    return _verdicts.LOCK_QUEUE_HELD.word
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -23,15 +23,18 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 
+from pgsteady import _verdicts
 from pgsteady._version import __version__
 from pgsteady.errors import LabError, UsageError
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir
+from pgsteady.lab.knobs import ClusterKnobs, knob
 from pgsteady.lab.load import STRATEGIES, Driver, Series, Shift, Target
+from pgsteady.lab.scenarios.registry import Scenario
 
 log = logging.getLogger("pgsteady.lab")
 
@@ -51,34 +54,66 @@ RECOVERED_ABOVE = 0.90   # last third back to >= 90% of the first third
 
 
 @dataclass(frozen=True)
-class PoolDrainConfig:
-    """The outage's values are the defaults."""
+class PoolDrainKnobs:
+    """The pool-drain setting the lab, the model and both commands share: names, defaults
+    (the outage's values), units and help, here once (:mod:`pgsteady.lab.knobs`)."""
 
-    strategies: tuple[str, ...] = ("naive", "steady")
-    pool_size: int = 4
-    min_pool_size: int = 4
-    connect_latency: float = 0.050
-    query_time: float = 0.005
-    deadline: float = 0.050
-    workers: int = 10
-    burst_workers: int = 30
+    STRATEGY_CHOICES: ClassVar[tuple[str, ...]] = STRATEGIES
+
+    strategies: tuple[str, ...] = knob(("naive", "steady"), "strategies",
+                                       "comma-separated", option="--strategy")
+    pool_size: int = knob(4, "count", "PgBouncer's default_pool_size: server connections "
+                          "per pool")
+    min_pool_size: int | None = knob(None, "count", "server connections PgBouncer keeps "
+                                     "open (default: the pool size)")
+    connect_latency: float = knob(0.050, "duration", "cost of each new server connection, "
+                                  "added by the lab's proxy")
+    query_time: float = knob(0.005, "duration", "how long each query runs on the server; in "
+                             "the model, the median with --query-time-p99")
+    deadline: float = knob(0.050, "duration", "how long each caller waits for its answer")
+    workers: int = knob(10, "count", "closed-loop workers running the whole time; in the "
+                        "model, over all its poolers")
+    burst_workers: int = knob(30, "burst", "extra workers and when: workers@start-end, 0 "
+                              "for none", option="--burst",
+                              parts=("burst_workers", "burst_start", "burst_end"))
     burst_start: float = 5.0
     burst_end: float = 10.0
-    duration: float = 15.0
-    runs: int = 1
-    stall: float = 0.0
+    duration: float = knob(15.0, "duration", "length of each strategy's run")
+    runs: int = knob(1, "count", "runs per strategy")
+    stall: float = knob(0.0, "stall", "hold all traffic between PgBouncer and PostgreSQL "
+                        "once: 100ms@7s", parts=("stall", "stall_at"))
     stall_at: float = 0.0
-    cancel_delay: float = 0.1
-    ceiling_duration: float = 5.0
-    overcommit: int = DEFAULT_OVERCOMMIT
-    cold_start: bool = False   # PgBouncer starts with no server connection, nothing warms it
+    cancel_delay: float = knob(0.1, "duration", "the cancel strategy's extra wait before it "
+                               "closes")
+    overcommit: int = knob(DEFAULT_OVERCOMMIT, "count", "steady's client connections beyond "
+                           "PgBouncer's pool size; 1 keeps every server connection busy")
+
+    @property
+    def min_pool(self) -> int:
+        """The server connections kept open: ``min_pool_size``, else the pool size."""
+        return self.pool_size if self.min_pool_size is None else self.min_pool_size
+
+
+@dataclass(frozen=True)
+class PoolDrainConfig(ClusterKnobs, PoolDrainKnobs):
+    """The outage's values are the defaults; ``min_pool_size`` None becomes the pool size
+    (0 with ``cold_start``)."""
+
+    ceiling_duration: float = knob(5.0, "duration", "how long pgbench runs for the ceiling")
+    cold_start: bool = knob(False, "flag", "PgBouncer's pool is empty when the load starts "
+                            "(min_pool_size 0, no warm-up query) and, unless --burst is given, "
+                            "there is no burst: the seed's cold-start collapse at the steady "
+                            "load")
     # Also measure pgbench on each run's own cluster just before it: the machine's speed drifts
     # by a few % over minutes, and a run is then compared with the path it ran on.
-    ceiling_each_run: bool = False
-    durable: bool = False  # fsync and synchronous_commit on (slower; the lab's are off)
-    pg_version: int | None = None  # a PostgreSQL major (default: the system's)
+    ceiling_each_run: bool = knob(False, "flag", "also run pgbench on each run's own cluster "
+                                  "just before it and compare the run with that (the "
+                                  "machine's speed drifts by a few % over minutes); not with "
+                                  "--cold-start")
 
     def __post_init__(self) -> None:
+        if self.min_pool_size is None:
+            object.__setattr__(self, "min_pool_size", 0 if self.cold_start else self.pool_size)
         problems = []
         if not self.strategies:
             problems.append("at least one --strategy is needed")
@@ -86,7 +121,7 @@ class PoolDrainConfig:
                      for s in self.strategies if s not in STRATEGIES]
         if self.pool_size < 1:
             problems.append(f"--pool-size must be at least 1, got {self.pool_size}")
-        if not 0 <= self.min_pool_size <= self.pool_size:
+        if not 0 <= self.min_pool <= self.pool_size:
             problems.append("min_pool_size must be between 0 and --pool-size")
         if self.query_time <= 0 or self.deadline <= 0:
             problems.append("--query-time and --deadline must be positive durations")
@@ -140,10 +175,16 @@ class RunResult:
     # With ``ceiling_each_run``: pgbench's rate on this run's own cluster, just before it.
     ceiling_tps: float | None = None
 
+    @property
+    def verdict(self) -> str:
+        """The run in one word (:mod:`pgsteady._verdicts`): what every view of it says."""
+        timeouts = sum(int(r.get("timeouts") or 0) for r in self.per_second)
+        return _verdicts.pool_drain(self.collapsed, self.recovered, timeouts).word
+
     def to_json(self) -> dict[str, Any]:
-        doc = {"strategy": self.strategy, "run": self.run, "collapsed": self.collapsed,
-               "recovered": self.recovered, "per_second": self.per_second,
-               "totals": self.totals}
+        doc = {"strategy": self.strategy, "run": self.run, "verdict": self.verdict,
+               "collapsed": self.collapsed, "recovered": self.recovered,
+               "per_second": self.per_second, "totals": self.totals}
         if self.ceiling_tps is not None:
             doc["ceiling"] = {"pgbench_tps": round(self.ceiling_tps, 1)}
         return doc
@@ -207,6 +248,25 @@ def run_pool_drain(config: PoolDrainConfig, progress: Progress | None = None,
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _prepare(given: dict[str, Any]) -> dict[str, Any]:
+    """--cold-start with no --burst means no burst: the seed's collapse at the steady load."""
+    if given.get("cold_start") and "burst_workers" not in given:
+        return {**given, "burst_workers": 0, "burst_start": 0.0, "burst_end": 0.0}
+    return given
+
+
+SCENARIO = Scenario(
+    name="pool-drain",
+    help="reproduce the PgBouncer pool drain and show the fix side by side",
+    description="Reproduce the pool-drain outage (docs/outages.md): short deadlines through "
+                "PgBouncer with a 50 ms connection cost and a burst. Runs pgbench for the "
+                "ceiling, then each strategy, and prints per-second tables and a summary.",
+    config=PoolDrainConfig, run=run_pool_drain,
+    report="pgsteady.lab.scenarios.pool_drain_report",
+    seconds=lambda c: c.ceiling_duration + len(c.strategies) * c.runs * c.duration,
+    prepare=_prepare)
+
+
 def _prepare_database(server: Postgres) -> None:
     server.create_database(DBNAME)
     with psycopg.connect(server.dsn(DBNAME), autocommit=True) as conn:
@@ -215,7 +275,7 @@ def _prepare_database(server: Postgres) -> None:
 
 def _cluster(server: Postgres, config: PoolDrainConfig) -> Cluster:
     return Cluster(postgres=server, pool_size=config.pool_size,
-                   min_pool_size=config.min_pool_size, connect_delay=config.connect_latency,
+                   min_pool_size=config.min_pool, connect_delay=config.connect_latency,
                    proxy=True, proxy_process=True, max_client_conn=10000,
                    base_dir=server.workdir)
 
@@ -231,8 +291,8 @@ def _warm(cluster: Cluster, config: PoolDrainConfig, *, cold: bool = False) -> N
                          autocommit=True) as conn:
         if not cold:
             conn.execute("select 1")
-            if config.min_pool_size:  # PgBouncer fills min_pool_size while a client is in
-                cluster.wait_pool_filled(DBNAME, config.min_pool_size, timeout=30)
+            if config.min_pool:  # PgBouncer fills min_pool_size while a client is in
+                cluster.wait_pool_filled(DBNAME, config.min_pool, timeout=30)
     if cold:
         cluster.drop_server_connections(DBNAME, timeout=30)
 

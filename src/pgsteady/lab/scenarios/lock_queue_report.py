@@ -5,14 +5,13 @@ Renderers only read results; they never touch a database.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from pgsteady._extras import require
+from pgsteady import _verdicts
+from pgsteady.lab import charts
 from pgsteady.lab.scenarios.lock_queue import LockQueueResult, RunResult, answered_share
+from pgsteady.lab.tables import Column, FitTable
 
 _COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "timed_out": "#ef6c00",
             "sessions": "#1565c0", "queued": "#6a1b9a", "max": "#424242",
@@ -20,7 +19,7 @@ _COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "timed_out": "#ef6c00",
 
 
 def verdict_text(run: RunResult) -> str:
-    return "[bold red]outage[/]" if run.verdict == "outage" else "[green]held[/]"
+    return _verdicts.rich(run.verdict)
 
 
 def _share(value: float | None) -> str:
@@ -41,23 +40,42 @@ def _exhausted(run: RunResult) -> str:
     return f"yes: {t['connections_refused']} refused from {t['first_refused_s']} s"
 
 
-def summary_table(result: LockQueueResult) -> Table:
+def summary_table(result: LockQueueResult) -> FitTable:
     c = result.config
-    table = Table(title=f"lock-queue: {c.replicas} replicas, {c.rate} req/s, deploy at "
-                        f"{c.deploy_at:g}s, log query {c.long_query_for:g}s, max_connections "
-                        f"{c.max_connections} ({result.versions.get('postgresql', '')})",
-                  title_justify="left")
-    for name in ("strategy", "run", "verdict", "uncached ok", "cached ok", "dashboard ok",
-                 "longest uncached failing", "restarts", "peak sessions", "exhausted",
-                 "peak lock queue", "left behind", "migration", "blocker named",
-                 "worst p99 ms"):
-        table.add_column(name, justify="left" if name in ("strategy", "verdict", "migration")
-                         else "right")
-    table.caption = "; ".join(
-        f"{strategy}: outage in {sum(r.verdict == 'outage' for r in runs)}/{len(runs)} runs"
-        for strategy in dict.fromkeys(r.strategy for r in result.runs)
-        for runs in [[r for r in result.runs if r.strategy == strategy]])
-    table.caption_justify = "left"
+    words = [run.verdict for run in result.runs]
+    table = FitTable(
+        f"lock-queue: {c.replicas} replicas, {c.rate} req/s, deploy at {c.deploy_at:g}s, log "
+        f"query {c.long_query_for:g}s, max_connections {c.max_connections} "
+        f"({result.versions.get('postgresql', '')})",
+        [Column("strategy", justify="left"), Column("run"),
+         Column("verdict", justify="left"),
+         Column("uncached ok", "share of uncached lookups answered (what the verdict reads)",
+                priority=1),
+         Column("cached ok", "share of lookups for organizations in the replicas' cache "
+                "answered", priority=10),
+         Column("dashboard ok", "share of dashboard log pages answered", priority=11),
+         Column("longest failing", "the longest stretch of seconds in which uncached lookups "
+                "were answered below 50 %", priority=2),
+         Column("restarts", "replicas restarted by failed liveness probes", priority=3),
+         Column("peak sessions", "most sessions on the server at one sample", priority=5),
+         Column("exhausted", "whether connections were refused for want of a slot",
+                priority=4),
+         Column("peak lock queue", "most sessions queued on the orgs table's lock",
+                priority=8),
+         Column("left behind", "most sessions of killed replicas still on the server",
+                priority=7),
+         Column("migration", "when the deploy's migration was applied", justify="left",
+                priority=6),
+         Column("blocker named", "whether the migration's failure named the blocking "
+                "session", priority=9),
+         Column("worst p99 ms", "the worst second's 99th percentile latency", priority=12)],
+        caption="; ".join(
+            f"{strategy}: " + ", ".join(f"{word} {n}/{len(runs)}" for word, n in
+                                        _verdicts.counts((r.verdict for r in runs),
+                                                         _verdicts.LOCK_QUEUE))
+            for strategy in dict.fromkeys(r.strategy for r in result.runs)
+            for runs in [[r for r in result.runs if r.strategy == strategy]]),
+        notes=[(v.word, v.meaning) for v in _verdicts.LOCK_QUEUE if v.word in words])
     for run in result.runs:
         t = run.totals
         share = t["answered_share"]
@@ -71,13 +89,26 @@ def summary_table(result: LockQueueResult) -> Table:
     return table
 
 
-def per_second_table(run: RunResult) -> Table:
-    table = Table(title=f"{run.strategy}, run {run.run}: per second (ok/failed/timed out by "
-                        f"second sent)", title_justify="left")
-    for name in ("s", "uncached", "cached", "dashboard", "p99 ms", "sessions", "on lock",
-                 "queue orgs", "left behind", "refused", "restarts", "ready", "migration",
-                 "log query"):
-        table.add_column(name, justify="right")
+_OFT = "ok/failed/timed out, by the second the request was sent"
+
+
+def per_second_table(run: RunResult) -> FitTable:
+    table = FitTable(
+        f"{run.strategy}, run {run.run}: per second ({_verdicts.rich(run.verdict)})",
+        [Column("s", "second of the run"), Column("uncached", f"uncached lookups: {_OFT}"),
+         Column("cached", f"cached lookups: {_OFT}", priority=8),
+         Column("dashboard", f"dashboard log pages: {_OFT}", priority=9),
+         Column("p99 ms", "99th percentile latency", priority=10),
+         Column("sess", "sessions on the server", priority=1),
+         Column("on lock", "sessions queued on a lock", priority=2),
+         Column("q orgs", "sessions queued on the orgs table's lock", priority=11),
+         Column("left", "sessions of killed replicas still on the server", priority=3),
+         Column("refused", "connections refused for want of a slot", priority=4),
+         Column("restarts", "replicas restarted", priority=5),
+         Column("ready", "replicas passing their readiness probe", priority=7),
+         Column("migration", "the migration's state", justify="left", priority=6),
+         Column("log query", "whether the long dashboard log query ran", justify="left",
+                priority=12)])
     for row in run.per_second:
         table.add_row(str(row["t"]), *(_triple(row, kind) for kind in
                                        ("uncached", "cached", "dashboard")),
@@ -89,32 +120,30 @@ def per_second_table(run: RunResult) -> Table:
     return table
 
 
+def tables(result: LockQueueResult) -> list[FitTable]:
+    """What the terminal shows: run 1 of each strategy second by second, then the summary."""
+    return [*(per_second_table(run) for run in result.runs if run.run == 1),
+            summary_table(result)]
+
+
 def _triple(row: dict[str, Any], kind: str) -> str:
     return f"{row['ok'][kind]}/{row['failed'][kind]}/{row['timed_out'][kind]}"
 
 
 def write_json(result: LockQueueResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    charts.write_json(result.to_json(), path)
 
 
 def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
     """One PNG per strategy and run, and ``lock-queue.png`` with run 1 of each side by side."""
-    matplotlib = require("matplotlib", extra="lab", feature="the lab's charts")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = charts.pyplot()
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for run in result.runs:
         fig, axes = plt.subplots(2, 1, figsize=(10, 6), dpi=110, sharex=True)
         _legends(axes, [_draw(axes, result, run)])
         fig.tight_layout()
-        suffix = "" if run.run == 1 else f"-run{run.run}"
-        path = out / f"lock-queue-{run.strategy}{suffix}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(charts.save(fig, charts.run_path(out, "lock-queue", run)))
     firsts = [run for run in result.runs if run.run == 1]
     fig, grid = plt.subplots(2, len(firsts), figsize=(6 * len(firsts) + 2, 6), dpi=110,
                              sharex=True, sharey="row", squeeze=False)
@@ -122,10 +151,7 @@ def write_charts(result: LockQueueResult, out: Path) -> list[Path]:
              for column, run in enumerate(firsts)]
     _legends([grid[0][-1], grid[1][-1]], drawn)
     fig.tight_layout()
-    combined = out / "lock-queue.png"
-    fig.savefig(combined)
-    plt.close(fig)
-    return [combined, *written]
+    return [charts.save(fig, out / "lock-queue.png"), *written]
 
 
 Handles = list[tuple[Any, str]]
@@ -181,8 +207,8 @@ def _draw(axes: Any, result: LockQueueResult, run: RunResult) -> tuple[Handles, 
     share_ax.set_ylim(0, 105)
     share_ax.set_ylabel("uncached answered %", fontsize=8)
     top.set_ylabel("requests / s (by second sent)")
-    top.set_title(f"{run.strategy}: {run.verdict}, {run.restarts} restarts, "
-                  f"{migration_text(run)}", fontsize=9)
+    charts.verdict_title(top, f"{run.strategy}: {run.verdict}, {run.restarts} restarts, "
+                              f"{migration_text(run)}", run.verdict)
     bottom.plot(t, [r["sessions"] for r in rows], color=_COLOURS["sessions"],
                 label="sessions on the server")
     bottom.plot(t, [r["queued_on_lock"] for r in rows], color=_COLOURS["queued"],

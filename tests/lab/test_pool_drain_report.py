@@ -6,7 +6,7 @@ import json
 
 from rich.console import Console
 
-from pgsteady.lab import report
+from pgsteady.lab.scenarios import pool_drain_report as report
 from pgsteady.lab.scenarios.pool_drain import (
     PoolDrainConfig,
     PoolDrainResult,
@@ -40,10 +40,9 @@ def _render(renderable) -> str:
 
 
 def test_summary_counts_verdicts_per_strategy():
-    """The caption counts collapses and recoveries over the runs of each strategy."""
+    """The caption counts each strategy's runs by verdict, in the same words as the rows."""
     text = _render(report.summary_table(_result()))
-    assert "naive: collapsed in 2/2 runs, recovered in 0/2" in text
-    assert "steady: collapsed in 0/2 runs, recovered in 2/2" in text
+    assert "naive: collapsed 2/2; steady: held 2/2" in text
     assert "93%" in text  # steady's worst second against the 700/s ceiling
 
 
@@ -66,5 +65,6 @@ def test_charts_and_json_are_written(tmp_path):
     document = json.loads((tmp_path / "out.json").read_text())
     assert document["ceiling"] == {"pgbench_tps": 700.0}
     assert [r["strategy"] for r in document["runs"]] == ["naive", "naive", "steady", "steady"]
-    assert set(document["runs"][0]) == {"strategy", "run", "collapsed", "recovered",
-                                        "per_second", "totals"}
+    assert set(document["runs"][0]) == {"strategy", "run", "verdict", "collapsed",
+                                        "recovered", "per_second", "totals"}
+    assert [r["verdict"] for r in document["runs"]] == ["collapsed", "collapsed", "held", "held"]
