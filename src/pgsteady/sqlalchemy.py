@@ -37,11 +37,17 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, TypeVarTuple, overload
 
+import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import URL, Engine, event
 from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+)
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.selectable import TypedReturnsRows
@@ -101,6 +107,8 @@ class _Wiring:
         self.engine = engine
         self.settings = settings
         self.local = settings.set_query() if settings.pooler == "transaction" else None
+        self.prefixed = (_prefixed_cursor(_core.transaction_prefix(settings))
+                         if settings.pooler == "transaction" else None)
         self._startup = settings.connect_kwargs()
         self._connect_timeout = str(max(2, round(connect_timeout)))
         event.listen(engine, "do_connect", self._do_connect)
@@ -245,6 +253,11 @@ class AsyncSteady:
     async def scalar(self, statement: Executable, params: Params = None, *,
                      deadline: Duration = DEFAULT) -> Any:
         """The first column of the first row of one statement, or None."""
+        if _is_core(statement):
+            async def alone(conn: AsyncConnection) -> Any:
+                return await conn.scalar(statement, params)
+            return await self._call(alone, deadline, core=True)
+
         async def work(session: AsyncSession) -> Any:
             return await session.scalar(statement, params)
         return await self._call(work, deadline)
@@ -258,6 +271,12 @@ class AsyncSteady:
     async def scalars(self, statement: Executable, params: Params = None, *,
                       deadline: Duration = DEFAULT) -> Sequence[Any]:
         """The first column of every row."""
+        if _is_core(statement):
+            async def alone(conn: AsyncConnection) -> Sequence[Any]:
+                return (await conn.scalars(statement, params)).all()
+            core_rows: Sequence[Any] = await self._call(alone, deadline, core=True)
+            return core_rows
+
         async def work(session: AsyncSession) -> Sequence[Any]:
             return (await session.scalars(statement, params)).all()
         rows: Sequence[Any] = await self._call(work, deadline)
@@ -273,6 +292,12 @@ class AsyncSteady:
                       deadline: Duration = DEFAULT) -> AnyRows:
         """One statement's ``Result``, buffered: rows (or ``rowcount``) read after it
         returns, from memory."""
+        if _is_core(statement):
+            async def alone(conn: AsyncConnection) -> AnyRows:
+                return _buffered(await conn.execute(statement, params))
+            core_result: AnyRows = await self._call(alone, deadline, core=True)
+            return core_result
+
         async def work(session: AsyncSession) -> AnyRows:
             return _buffered(await session.execute(statement, params))
         result: AnyRows = await self._call(work, deadline)
@@ -303,19 +328,20 @@ class AsyncSteady:
 
     # -- moving jobs -------------------------------------------------------------------------
 
-    async def _call(self, work: Callable[[AsyncSession], Awaitable[Any]],
-                    deadline: Duration) -> Any:
+    async def _call(self, work: Callable[[Any], Awaitable[Any]], deadline: Duration,
+                    core: bool = False) -> Any:
         if self.breaker is None:
-            return await self._unguarded(work, deadline)
-        return await self.breaker.aguard(lambda: self._unguarded(work, deadline),
+            return await self._unguarded(work, deadline, core)
+        return await self.breaker.aguard(lambda: self._unguarded(work, deadline, core),
                                          _core.breaker_verdict)
 
-    async def _unguarded(self, work: Callable[[AsyncSession], Awaitable[Any]],
-                         deadline: Duration) -> Any:
+    async def _unguarded(self, work: Callable[[Any], Awaitable[Any]], deadline: Duration,
+                         core: bool) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         loop = asyncio.get_running_loop()
         now = time.monotonic()
-        job = Job(_ignore_job(work), budget, now, None if budget is None else now + budget)
+        job = Job(_Alone(work) if core else _ignore_job(work), budget, now,
+                  None if budget is None else now + budget)
         self._core.admit(job)
         job.waker = loop.create_future()
         if budget == 0:  # no time at all: fail before anything is sent
@@ -357,14 +383,48 @@ class AsyncSteady:
 
     async def _execute(self, job: Job) -> None:
         try:
-            async with self._sessions() as session:
-                await self._attempt(job, session)
+            if isinstance(job.work, _Alone):
+                async with self.engine.connect() as conn:
+                    await self._attempt_alone(job, conn)
+            else:
+                async with self._sessions() as session:
+                    await self._attempt(job, session)
         except Exception:  # the session's close failed; the job's outcome is recorded
             log.exception("closing a job's session failed")
         finally:
             self._active -= 1
             _settle(job)
             self._dispatch()
+
+    async def _attempt_alone(self, job: Job, conn: AsyncConnection) -> None:
+        """One Core statement on its own, in autocommit: no BEGIN or COMMIT round trip and
+        no ORM session. Behind a transaction pooler its settings travel in front of it, in
+        one message (see :class:`_Prefixed`), so PgBouncer lends a server connection for
+        exactly one round trip — never across this process's Python time."""
+        start = time.monotonic()
+        try:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            raw: Any = (await conn.get_raw_connection()).driver_connection
+        except Exception as exc:
+            self._core.no_connection(
+                job, _core.no_connection_error(exc, time.monotonic() - start))
+            return
+        if not self._core.begin(job, time.monotonic()):
+            return  # dropped: the connection goes back unused
+        result, error = None, None
+        factory = raw.cursor_factory
+        if self._wiring.prefixed is not None:
+            raw.cursor_factory = self._wiring.prefixed
+        try:
+            job.commit_sent = True  # autocommit: the statement commits itself
+            result = await job.work(conn, job)
+        except BaseException as exc:  # recorded for the caller
+            error = _wrap(exc, job)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            raw.cursor_factory = factory
+            self._core.finish(job, result, error)
 
     async def _attempt(self, job: Job, session: AsyncSession) -> None:
         start = time.monotonic()
@@ -389,6 +449,52 @@ class AsyncSteady:
                 raise
         finally:
             self._core.finish(job, result, error)
+
+
+def _is_core(statement: Executable) -> bool:
+    """Whether ``statement`` is plain Core (``text()``, a table's ``select``/``insert``...),
+    which a connection runs as well as a Session; an ORM statement (``select(User)``) needs
+    the Session to return entities. (The attribute is the one Session itself consults; if a
+    SQLAlchemy ever lacks it, everything goes through a Session, as before.)"""
+    attrs = getattr(statement, "_propagate_attrs", None)
+    return isinstance(attrs, Mapping) and attrs.get("compile_state_plugin") is None
+
+
+def _prefixed_cursor(prefix: str) -> type[psycopg.AsyncClientCursor[Any]]:
+    """A cursor class sending ``prefix`` (the ``set_config(..., true)`` calls) in front of
+    each statement as one simple Query, as ``AsyncDatabase`` does: PostgreSQL runs the two
+    as one implicit transaction, so the settings hold for the statement alone and the job
+    costs one round trip. SQLAlchemy then reads the statement's own result."""
+    if "%" in prefix:
+        raise UsageError(f"session settings cannot contain '%': {prefix!r}")
+
+    class _Prefixed(psycopg.AsyncClientCursor[Any]):
+        async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            if not isinstance(query, str):
+                raise UsageError("pgsteady sends SQLAlchemy's statements as text")
+            await super().execute(prefix + query, params, **kwargs)
+            self.nextset()
+            return self
+
+        async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+            # Each execution its own implicit transaction would lose executemany's
+            # all-or-nothing; a one-statement helper takes one set of parameters.
+            raise UsageError("one-statement helpers take one set of parameters; use run() "
+                             "for many")
+
+    return _Prefixed
+
+
+class _Alone:
+    """A job's work of one Core statement, run on a connection (not a Session)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[AsyncConnection], Awaitable[Any]]) -> None:
+        self.fn = fn
+
+    def __call__(self, conn: AsyncConnection, _job: Job) -> Awaitable[Any]:
+        return self.fn(conn)
 
 
 def _ignore_job(fn: Callable[[Any], Any]) -> Callable[[Any, Job], Any]:

@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from sqlalchemy import Integer, String, column, create_engine, insert, select, table, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
-from pgsteady.errors import UsageError
+from pgsteady.errors import DeadlineExceeded, UsageError
 from pgsteady.sqlalchemy import AsyncSteady, Steady, url_from_dsn
 
 SETTINGS = ("select concat_ws('|', current_setting('statement_timeout'), "
@@ -155,3 +155,70 @@ def test_url_from_dsn_keeps_every_libpq_parameter():
     assert socket_url.host is None and socket_url.query["host"] == "/var/run/postgresql"
     with pytest.raises(UsageError):
         url_from_dsn("host=x port")
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _Item(_Base):
+    __tablename__ = "items"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str]
+
+
+def test_async_one_statement_behind_a_transaction_pooler(pgsteady_stack, pgsteady_database):
+    """AsyncSteady's one-statement helpers behind PgBouncer in transaction mode: each
+    statement sees pgsteady's local settings, they do not leak to the next client of the
+    single server connection, and an ORM statement still returns entities."""
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("create table items (id int primary key, name text)")
+        conn.execute("insert into items values (1, 'a')")
+    cluster = pgsteady_stack(pool_size=1, pool_mode="transaction")
+    dsn = cluster.pooled_dsn(pgsteady_database.name)
+
+    async def scenario() -> None:
+        engine = create_async_engine(url_from_dsn(dsn), pool_size=1, max_overflow=0)
+        async with AsyncSteady(engine, pooler="transaction", service="orders",
+                               lock_timeout=0.25) as steady:
+            assert await steady.scalar(text(SETTINGS), deadline=5) == \
+                f"30s|250ms|1min|{_label()}"
+            for i in range(12):  # past psycopg's default prepare_threshold of 5
+                assert await steady.scalar(text("select :i"), {"i": i}, deadline=5) == i
+            assert await steady.scalars(select(ITEMS.c.name), deadline=5) == ["a"]
+            item = await steady.scalar(select(_Item).where(_Item.id == 1), deadline=5)
+            assert isinstance(item, _Item) and item.name == "a"
+        await engine.dispose()
+
+    asyncio.run(scenario())
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as other:
+        assert other.execute("show lock_timeout").fetchone() == ("0",)
+
+
+def test_async_statement_past_its_deadline_commits_and_closes_nothing(pgsteady_stack,
+                                                                      pgsteady_database):
+    """A one-statement helper whose caller's deadline passes mid-statement: the caller gets
+    DeadlineExceeded, the write commits, PgBouncer closes no server connection."""
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("create table items (id int primary key, name text)")
+    cluster = pgsteady_stack(pool_size=1, pool_mode="transaction")
+    reader = cluster.pgbouncer.log_reader()
+    url = url_from_dsn(cluster.pooled_dsn(pgsteady_database.name))
+
+    async def scenario() -> None:
+        engine = create_async_engine(url, pool_size=1, max_overflow=0)
+        async with AsyncSteady(engine, pooler="transaction") as steady:
+            with pytest.raises(DeadlineExceeded) as info:
+                await steady.execute(text("insert into items select 1, 'late' "
+                                          "from pg_sleep(0.3)"), deadline=0.05)
+            assert info.value.phase == "running"
+            end = time.monotonic() + 10
+            while steady.stats().in_flight and time.monotonic() < end:
+                await asyncio.sleep(0.02)
+            assert steady.stats().abandoned_completions == 1
+            assert await steady.scalar(select(ITEMS.c.name), deadline=5) == "late"
+        await engine.dispose()
+
+    asyncio.run(scenario())
+    time.sleep(0.3)  # PgBouncer's last log lines
+    assert reader.counts().total["not_ready"] == 0
