@@ -7,7 +7,7 @@ import sys
 
 PROBE = """
 import sys
-from pgsteady.migrate.lint import pglast_loader
+from pgsteady.sql import pglast_loader
 parser = pglast_loader.parser()
 assert parser.split("SELECT 1; SELECT 2", only_slices=True) == (slice(0, 8), slice(10, 18))
 assert '"SelectStmt"' in parser.parse_sql_json("SELECT 1")
@@ -21,7 +21,7 @@ assert stmt.cmds[0].subtype == enums.AlterTableType.AT_AddColumn
 assert prettify("select a from b") == "SELECT a\\nFROM b"
 assert pglast.__version__.startswith("v")
 assert pglast_loader.parser() is sys.modules["pglast.parser"]
-from pgsteady.migrate.analysis import analyze
+from pgsteady.sql.analysis import analyze
 assert analyze("ALTER TABLE t ADD COLUMN c int")[0].kind.startswith("ALTER TABLE")
 print("whole")
 """
@@ -40,14 +40,14 @@ def test_already_imported_pglast_is_used_as_is():
     """With pglast imported already, the loader hands back its parser."""
     import pglast.parser
 
-    from pgsteady.migrate.lint import pglast_loader
+    from pgsteady.sql import pglast_loader
 
     assert pglast_loader.parser() is pglast.parser
 
 
 THREADS = """
 import sys, threading
-from pgsteady.migrate.lint import pglast_loader
+from pgsteady.sql import pglast_loader
 pglast_loader.parser()
 import pglast
 barrier = threading.Barrier(8)

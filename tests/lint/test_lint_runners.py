@@ -310,7 +310,7 @@ def test_json_summary_names_every_file_popx_and_golang_migrate_skip(tmp_path, ca
 def test_help_lists_every_profile():
     """--help names the same profiles the runners module knows."""
     from pgsteady.cli.lint import PROFILES
-    from pgsteady.migrate.lint.runners import NAMES
+    from pgsteady.lint.runners import NAMES
 
     assert PROFILES.split(", ") == list(NAMES)
 

@@ -297,7 +297,7 @@ def test_layouts_and_sqltext_import_no_driver():
     """layouts and sqltext import only the standard library and pgsteady's record base, which
     imports nothing (lint must start fast)."""
     root = Path(layouts.__file__).parent.parent
-    for path in (root / "migrate" / "layouts.py", root / "sqltext.py", root / "_record.py"):
+    for path in (root / "migrate" / "layouts.py", root / "sql" / "text.py", root / "_record.py"):
         tree = ast.parse(path.read_text())
         names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                  for alias in node.names}
@@ -311,7 +311,8 @@ def test_layouts_and_sqltext_import_no_driver():
 
 def test_statements_match_a_whole_file_parse(tmp_path):
     """Split-then-parse (with same-shape reuse) gives what parsing the whole file gave."""
-    from pgsteady.migrate import analysis, source
+    from pgsteady.migrate import source
+    from pgsteady.sql import analysis
 
     text = ("-- header\nCREATE TABLE t (id int, note text);\n"
             "INSERT INTO t VALUES (1, 'a;b');  /* c */ INSERT INTO t VALUES (2, 'x');\n"

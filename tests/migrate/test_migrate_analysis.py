@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgsteady.migrate.analysis import LockMode, Reach, SqlSyntaxError, Target, analyze
+from pgsteady.sql.analysis import LockMode, Reach, SqlSyntaxError, Target, analyze
 
 
 def test_conflict_table_matches_postgres():
@@ -99,7 +99,7 @@ def test_syntax_error_has_line_and_column():
 
 def test_reindex_table_conflicts_like_access_exclusive():
     """REINDEX TABLE locks every index ACCESS EXCLUSIVE: readers of the table block it."""
-    from pgsteady.migrate.analysis import LockMode, analyze
+    from pgsteady.sql.analysis import LockMode, analyze
 
     (info,) = analyze("REINDEX TABLE orgs")
     assert info.targets[0].name == "orgs"
@@ -110,8 +110,8 @@ def test_every_statement_type_is_accounted_for():
     """Each statement pglast parses has lock rules, takes no relation lock, or is opaque."""
     from pglast import ast
 
-    from pgsteady.migrate import analysis
-    from pgsteady.migrate.statement_kinds import LOCK_FREE_NODES, OPAQUE_NODES
+    from pgsteady.sql import analysis
+    from pgsteady.sql.statement_kinds import LOCK_FREE_NODES, OPAQUE_NODES
 
     handled = {cls.__name__ for cls in analysis._HANDLERS}
     statements = {name for name in dir(ast) if name.endswith("Stmt")}

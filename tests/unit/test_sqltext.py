@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pgsteady import sqltext
+from pgsteady.sql import text as sqltext
 
 SECRETS = st.text(alphabet=st.characters(blacklist_categories=("Cs",),
                                          blacklist_characters="\x00"), min_size=1, max_size=40)

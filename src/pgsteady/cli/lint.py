@@ -15,16 +15,16 @@ import sys
 from pathlib import Path
 
 from pgsteady._errors_root import EXIT_OK, UsageError
-from pgsteady.migrate.lint import output, quick
-from pgsteady.migrate.lint.config import (
+from pgsteady.lint import output, quick
+from pgsteady.lint.config import (
     LintConfig,
     check_rule_ids,
     load_config,
     parse_pg_version,
     parse_rows,
 )
-from pgsteady.migrate.lint.report import LintReport
-from pgsteady.migrate.lint.rules import all_rules, rule_ids
+from pgsteady.lint.report import LintReport
+from pgsteady.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
@@ -34,9 +34,9 @@ TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this 
 if TYPE_CHECKING:
     from typing import Any
 
-    from pgsteady.migrate.lint import cache
-    from pgsteady.migrate.lint.files import Unit
-    from pgsteady.migrate.lint.runners import Choice
+    from pgsteady.lint import cache
+    from pgsteady.lint.files import Unit
+    from pgsteady.lint.runners import Choice
 
 
 def _rule_list(text: str) -> frozenset[str]:
@@ -142,7 +142,7 @@ def _use_color(stream: Any) -> bool:
 
 
 def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> Choice:
-    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+    from pgsteady.lint import runners  # layouts: not needed on a warm run
 
     if args.runner:
         chosen, where = runners.check_name(args.runner), "--runner"
@@ -159,19 +159,19 @@ def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: P
     keys: list[str] = []
     done, entry = 0, None
     if store is not None:
-        from pgsteady.migrate.lint import cache
+        from pgsteady.lint import cache
 
         keys = cache.chain(config, runner, units, history)
         done, entry = store.longest(keys)
         if entry is not None and done == len(units):
             return LintReport(entry.reports, runner)
-    from pgsteady.migrate.lint.engine import Linter  # the parser: misses only
+    from pgsteady.lint.engine import Linter  # the parser: misses only
 
     linter = Linter(config)
     if entry is not None:
         schema = entry.schema
     elif args.dsn:
-        from pgsteady.migrate.lint import sizes  # psycopg: --dsn only
+        from pgsteady.lint import sizes  # psycopg: --dsn only
 
         schema = sizes.load_catalog(args.dsn)
         schema.change_start = 0
@@ -186,7 +186,7 @@ def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: P
 
 def run_lint(args: argparse.Namespace) -> int:
     if args.explain or args.write_docs:
-        from pgsteady.migrate.lint import docs  # documentation only
+        from pgsteady.lint import docs  # documentation only
 
         if args.explain:
             sys.stdout.write(docs.explain(args.explain))
@@ -205,7 +205,7 @@ def run_lint(args: argparse.Namespace) -> int:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
     store = None
     if not (args.no_cache or args.dsn):
-        from pgsteady.migrate.lint import cache  # hashlib, json: not for --no-cache
+        from pgsteady.lint import cache  # hashlib, json: not for --no-cache
 
         store = cache.Cache(args.cache_dir or cache.default_folder(config))
     quick_key = None
@@ -232,7 +232,7 @@ def run_lint(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
          store: cache.Cache | None) -> tuple[LintReport, str, str]:
     """Detect the runner, read the files, lint what the content cache does not know."""
-    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+    from pgsteady.lint import runners  # layouts: not needed on a warm run
 
     choice = _runner(args, config, paths)
     downs: list[Path] = []
@@ -253,7 +253,7 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     for index, file in broken.items():
         report.files[index] = file
     if args.dsn and not report.syntax_errors:
-        from pgsteady.migrate.lint import sizes  # psycopg: --dsn only
+        from pgsteady.lint import sizes  # psycopg: --dsn only
 
         report = sizes.annotate(report, args.dsn, config.large_table)
         report.runner = choice.runner

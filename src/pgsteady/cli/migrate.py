@@ -12,8 +12,8 @@ from typing import Any
 from pgsteady.cli import _args
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, BadMigration, MigrationError
 from pgsteady.migrate import apply, history, layouts, repair, source, status
-from pgsteady.migrate.locks import Reach
 from pgsteady.migrate.source import Migration
+from pgsteady.sql.locks import Reach
 
 SCHEMA_VERSION = 1
 # Layouts whose versions are whole numbers in their history; others are text (1.2, names).

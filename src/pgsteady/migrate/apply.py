@@ -57,7 +57,7 @@ from pgsteady.settings import (
 )
 
 if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
-    from pgsteady.migrate.analysis import StatementInfo
+    from pgsteady.sql.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -848,7 +848,7 @@ def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> 
 
 def statements_of(text: str | None) -> list[StatementInfo]:
     """Best-effort analysis of SQL an ORM sent (the Alembic path); [] if it does not parse."""
-    from pgsteady.migrate.analysis import analyze  # noqa: PLC0415 - only when needed
+    from pgsteady.sql.analysis import analyze  # noqa: PLC0415 - only when needed
 
     if not text:
         return []

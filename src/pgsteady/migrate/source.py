@@ -26,13 +26,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pgsteady import sqltext
 from pgsteady.errors import BadMigration
-from pgsteady.migrate import classify, layouts
-from pgsteady.migrate.classify import ParseError, fingerprint
+from pgsteady.migrate import layouts
+from pgsteady.sql import classify
+from pgsteady.sql import text as sqltext
+from pgsteady.sql.classify import ParseError, fingerprint
 
 if TYPE_CHECKING:
-    from pgsteady.migrate.analysis import StatementInfo
+    from pgsteady.sql.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -225,7 +226,7 @@ def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
     parsed alone, so time is linear in the file and memory bounded by its largest statement.
     Lines are the file's; parse trees are kept only where ``apply`` needs them.
 
-    Plain statements (:mod:`~pgsteady.migrate.classify`) are analysed only when asked.
+    Plain statements (:mod:`~pgsteady.sql.classify`) are analysed only when asked.
     Statements that differ only in constants (a bulk of INSERTs) have one fingerprint, parsed
     by PostgreSQL's own parser in C: such a statement is classified (and, if not plain,
     analysed) once, the rest reuse that.
@@ -255,7 +256,7 @@ def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
                 out.append(Part(statement.sql, up.file_line(chunk.line + statement.line - 1),
                                 statement.col + (chunk.col - 1 if statement.line == 1 else 0)))
             continue
-        from pgsteady.migrate.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - needed
+        from pgsteady.sql.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - needed
 
         try:
             found = analyze(chunk.text)
@@ -284,7 +285,7 @@ def _fingerprint(text: str) -> str | None:
 
 def _analysed(part: Part) -> StatementInfo:
     """A plain statement's analysis, placed where the statement is in its file."""
-    from pgsteady.migrate.analysis import analyze  # noqa: PLC0415 - only when asked
+    from pgsteady.sql.analysis import analyze  # noqa: PLC0415 - only when asked
 
     [info] = analyze(part.sql)
     return replace(info, sql=part.sql, line=part.line, col=part.col, node=None)
