@@ -121,5 +121,5 @@ def test_the_code_stamp_covers_every_module_a_recorded_run_depends_on():
     from pgsteady.lint import quick
 
     stamped = {part.split(":")[0] for part in quick.code_stamp().split(";") if part}
-    assert {"engine.py", "ban_drop_table.py", "layouts.py", "_record.py", "text.py",
+    assert {"engine.py", "ban_drop_table.py", "registry.py", "_record.py", "text.py",
             "lint.py"} <= stamped

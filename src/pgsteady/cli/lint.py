@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from pgsteady._errors_root import EXIT_OK, UsageError
+from pgsteady.cli import _renamed
 from pgsteady.lint import output, quick
 from pgsteady.lint.config import (
     LintConfig,
@@ -88,10 +89,11 @@ def register(verbs: Any) -> None:
     lint.add_argument("--large-table", type=_rows, metavar="ROWS",
                       help="with --dsn: tables with at least this many rows make size-aware "
                            "findings errors, smaller ones warnings (default 1M; 250k works)")
-    lint.add_argument("--runner", metavar="NAME",
+    lint.add_argument("--tool", metavar="NAME",
                       help="how the files are run, which decides transactions, timeouts and the "
                            f"Up part: {PROFILES}, or auto (default: detected "
                            "from the folder's layout)")
+    _renamed.add_alias(lint, "--runner", "--tool", "tool", metavar="NAME")
     lint.add_argument("--history", metavar="DIR",
                       help="migrations that ran before the files given: replayed for the "
                            "schema (old column types, existing tables), not linted")
@@ -144,10 +146,10 @@ def _use_color(stream: Any) -> bool:
 def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> Choice:
     from pgsteady.lint import runners  # layouts: not needed on a warm run
 
-    if args.runner:
-        chosen, where = runners.check_name(args.runner), "--runner"
+    if args.tool:
+        chosen, where = runners.check_name(args.tool), "--tool"
     else:
-        chosen, where = runners.check_name(config.runner, f"{config.source}: runner"), "config"
+        chosen, where = runners.check_name(config.runner, f"{config.source}: tool"), "config"
     if chosen == "auto":
         return runners.detect(paths)
     return runners.Choice(chosen, f"from {where}")
@@ -211,7 +213,7 @@ def run_lint(args: argparse.Namespace) -> int:
     quick_key = None
     read = [*paths, *filter(None, [args.history])]
     if store is not None:
-        quick_key = cache.stat_key(config, (args.runner, args.history), read)
+        quick_key = cache.stat_key(config, (args.tool, args.history), read)
         hit = store.quick(quick_key) if quick_key else None
         if hit is not None:  # nothing touched since the last run: no file read
             report = LintReport(hit.reports, hit.runner, hit.skipped)
@@ -225,7 +227,7 @@ def run_lint(args: argparse.Namespace) -> int:
         report, runner, reason = _run(args, config, paths, store)
     out, err = _show(report, args, runner, reason)
     if store is not None and not report.syntax_errors:
-        quick.record(out, err, report.exit_code, read, config.source)
+        quick.record(out, _renamed.said(args) + err, report.exit_code, read, config.source)
     return report.exit_code
 
 

@@ -13,10 +13,11 @@ Every key is optional::
                                       # pgsteady migrate does unless the file's header says
                                       # -- pgsteady: no-transaction (psql, Flyway: false)
     large_table = 1000000             # rows; with --dsn, bigger tables turn warnings to errors
-    runner = "auto"                   # how files are run: pgsteady, prisma, goose, golang-migrate,
+    tool = "auto"                     # how files are run: pgsteady, prisma, goose, golang-migrate,
                                       # dbmate, flyway, diesel, sql-migrate, tern, sqitch,
                                       # alembic-sql, plain, or auto
-                                      # (detected from the folder's layout)
+                                      # (detected from the folder's layout); ``runner``, its
+                                      # old name, is still read
 
 The defaults describe files run by ``pgsteady migrate``. An unknown key or rule id is a usage
 error (exit 2): a typo must not silently turn a rule off.
@@ -128,8 +129,8 @@ def load_config(path: Path | None = None, start: Path | None = None) -> LintConf
 def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConfig:
     """Build a config from a TOML table, refusing unknown keys and wrong types."""
     known = {"paths", "pg_version", "disable", "enable", "warn", "assume_runner_timeouts",
-             "assume_in_transaction", "large_table", "runner"}
-    unknown = sorted(set(section) - known)
+             "assume_in_transaction", "large_table", "tool"}
+    unknown = sorted(set(section) - known - {"runner"})
     if unknown:
         raise UsageError(f"{source}: unknown key(s) in [tool.pgsteady.lint]: "
                          f"{', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -147,10 +148,13 @@ def from_mapping(section: Mapping[str, Any], source: str = "config") -> LintConf
             values[key] = section[key]
     if "pg_version" in section:
         values["pg_version"] = parse_pg_version(section["pg_version"], source)
-    if "runner" in section:
-        if not isinstance(section["runner"], str):
-            raise UsageError(f"{source}: runner must be a string such as \"prisma\"")
-        values["runner"] = section["runner"]
+    if "tool" in section and "runner" in section:
+        raise UsageError(f"{source}: tool and runner (its old name) are both set; keep tool")
+    for key in ("tool", "runner"):  # the profile is kept as ``runner``
+        if key in section:
+            if not isinstance(section[key], str):
+                raise UsageError(f"{source}: {key} must be a string such as \"prisma\"")
+            values["runner"] = section[key]
     if "large_table" in section:
         try:
             values["large_table"] = parse_rows(section["large_table"])

@@ -77,7 +77,7 @@ def render_page(rule: Rule, cases: Path | None = None) -> str:
 def render_index(rules: dict[str, Rule]) -> str:
     """The table of every rule, linking to its page."""
     lines = ["# pgsteady lint rules", "",
-             "Generated from the rule modules in `src/pgsteady/migrate/lint/rules/`.", "",
+             "Generated from the rule modules in `src/pgsteady/lint/rules/`.", "",
              "| Rule | What it catches | Size-aware |", "| --- | --- | --- |"]
     for rule in rules.values():
         summary, _ = _summary_and_body(rule)

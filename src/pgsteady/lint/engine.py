@@ -36,8 +36,8 @@ from pgsteady.lint.rules import all_rules
 from pgsteady.lint.schema import REPLAYED, Schema
 from pgsteady.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
 from pgsteady.lint.track import TRACKED, track
-from pgsteady.migrate.layouts import SQLX_NO_TRANSACTION
 from pgsteady.sql.text import fill_placeholders, placeholder_shown, skip_blanks
+from pgsteady.tools import sqlx
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def no_transaction_header(text: str) -> bool:
     ``-- no-transaction``, which pgsteady migrate honours too."""
     if "no-transaction" not in text:
         return False
-    if SQLX_NO_TRANSACTION.match(text):
+    if sqlx.no_transaction(text):
         return True
     for line in text.splitlines():
         stripped = line.strip()

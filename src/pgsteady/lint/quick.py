@@ -67,11 +67,11 @@ def file_stamps(paths: Sequence[str]) -> str | None:
 
 def code_stamp() -> str:
     """The linter's own code (size and mtime of each module): an edit is a miss. Besides
-    lint's folders, the tools' conventions (migrate's layouts), the SQL helpers, the
-    package's top level (records) and the command line's (what a run prints)."""
+    lint's folders, the tools' conventions, the SQL helpers, the package's top level
+    (records) and the command line's (what a run prints)."""
     parts: list[str] = []
     package = os.path.dirname(_CODE)
-    for folder in (_CODE, os.path.join(_CODE, "rules"), os.path.join(package, "migrate"),
+    for folder in (_CODE, os.path.join(_CODE, "rules"), os.path.join(package, "tools"),
                    os.path.join(package, "sql"), package, os.path.join(package, "cli")):
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             if entry.name.endswith(".py"):

@@ -2,12 +2,10 @@
 
 Whether a file runs inside a transaction decides whether ``CREATE INDEX CONCURRENTLY`` fails
 and whether a ``VALIDATE`` keeps the ``ADD``'s lock; whether the tool sets ``lock_timeout``
-decides whether a missing one is a risk; and only the Up part of a file runs. The folder
-conventions of pgsteady, Prisma, goose, golang-migrate, dbmate, Flyway, Diesel, sql-migrate
-and tern live in
-:mod:`pgsteady.migrate.layouts` (shared with ``pgsteady migrate``); this module adds the
-profiles lint needs beyond them (sqitch, ``alembic upgrade --sql`` output, plain psql) and
-turns a file into a :class:`~pgsteady.lint.engine.Unit`.
+decides whether a missing one is a risk; and only the Up part of a file runs. Each tool's
+conventions live in its module of :mod:`pgsteady.tools` (shared with ``pgsteady migrate``:
+one definition); this module picks the profile for the files given and turns a file into a
+:class:`~pgsteady.lint.engine.Unit`.
 
 =================  ==================================================  ===============
 profile            transaction                                          sets timeouts
@@ -48,35 +46,16 @@ from pgsteady._errors_root import UsageError
 from pgsteady._record import Record
 from pgsteady.lint.files import Unit, collect_files, read_sql
 from pgsteady.lint.report import FileReport, SyntaxProblem
-from pgsteady.migrate import layouts
 from pgsteady.sql.text import fill_placeholders
+from pgsteady.tools import alembic, golang_migrate, popx, registry, sqitch
+from pgsteady.tools.diesel import VERSION_FOLDER
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
     from typing import Final
 
-#: Profiles lint knows; the first nine are :data:`pgsteady.migrate.layouts.NAMES`.
-NAMES = (*layouts.NAMES, "popx", "sqitch", "alembic-sql", "plain")
-#: Profiles whose tool sets lock_timeout and statement_timeout itself.
-SETS_TIMEOUTS = frozenset({"pgsteady"})
-_ALEMBIC = re.compile(r"\balembic_version\b")
-# popx (ory) names: <version>_<name>[.<dialect>][.autocommit].<up|down>.sql; "autocommit"
-# runs outside a transaction (".nontx." likewise in other tools), files for other databases
-# are not PostgreSQL's, and a version's postgres file replaces its generic one.
-_NONTX = re.compile(r"\.(autocommit|nontx)\.")
-# popx's own pattern (match.go: ParseMigrationFilename): no dot in the name; an
-# ``.autocommit`` where the dialect goes means every database. Its PostgreSQL dialect and
-# pop's synonyms for it; any other dialect is another database's file (or one popx ignores).
-_POPX = re.compile(r"^(?P<version>\d+)_[^.]+(?:\.(?P<dialect>[a-z0-9]+))?"
-                   r"(?P<autocommit>\.autocommit)?\.(?P<direction>up|down)\.sql$")
-_POPX_POSTGRES = frozenset({"postgres", "postgresql", "pg", "pgx"})
-_POPX_MARK = re.compile(r"\.(autocommit|postgres|postgresql|pg|pgx|mysql|mariadb|sqlite3?|"
-                        r"cockroach|cockroachdb|crdb)\.(up|down)\.sql$|\.autocommit\.")
-_UP = re.compile(r"^(?P<version>\d+)_.+\.up(\.nontx)?\.sql$")
-_DOWN = re.compile(r"^\d+_.+\.down(\.nontx)?\.sql$")
-_UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
-_VERSION_FOLDER = re.compile(r"\d[\d-]*_")  # diesel's <version>_<name>/ around up.sql
-_OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
+#: Profiles lint knows; the first nine are :data:`pgsteady.tools.registry.NAMES`.
+NAMES = registry.PROFILES
 
 
 class Choice(Record):
@@ -87,13 +66,13 @@ class Choice(Record):
     _UNCOMPARED = ("listing",)
 
     def __init__(self, runner: str, reason: str,
-                 listing: layouts.Listing | None = None) -> None:
+                 listing: registry.Listing | None = None) -> None:
         self.runner: Final = runner
         self.reason: Final = reason
         self.listing: Final = listing
 
 
-def check_name(name: str, where: str = "--runner") -> str:
+def check_name(name: str, where: str = "--tool") -> str:
     """``name`` if it is a profile; UsageError listing them if not."""
     if name not in NAMES and name != "auto":
         raise UsageError(f"{where}: no runner profile {name!r}; use one of "
@@ -109,27 +88,27 @@ def detect(paths: Iterable[str]) -> Choice:
     first = given[0]
     folder = first if first.is_dir() else first.parent
     if first.is_file() and (first.name == "migration.sql" or (
-            first.name == "up.sql" and _VERSION_FOLDER.match(folder.name))):
+            first.name == "up.sql" and VERSION_FOLDER.match(folder.name))):
         folder = folder.parent  # prisma's <timestamp>_<name>/migration.sql, diesel's up.sql
     for place in (folder, *list(folder.parents)[:2]):
-        if (place / "sqitch.plan").is_file():
+        if sqitch.plan_in(place):
             return Choice("sqitch", f"sqitch.plan in {place}")
-    if first.is_file() and _ALEMBIC.search(_head(first)):
+    if first.is_file() and alembic.writes_version(_head(first)):
         return Choice("alembic-sql", f"{first} writes alembic_version")
     try:
-        listing = layouts.Listing.of(folder)
-    except layouts.LayoutError:
+        listing = registry.Listing.of(folder)
+    except registry.LayoutError:
         listing = None
     names = [e.name for e in listing.entries if e.name.endswith(".sql")] if listing else []
-    if names and all(_UP_DOWN.search(n) for n in names):
-        if any(_POPX_MARK.search(n) for n in names) and all(_POPX.match(n) for n in names):
+    if names and all(golang_migrate.UP_DOWN.search(n) for n in names):
+        if popx.names_fit(names):
             return Choice("popx", f"popx names (.autocommit., .<dialect>.) in {folder}",
                           listing)
-        if any(_NONTX.search(n) or _OTHER_DIALECT.search(n) for n in names):
+        if golang_migrate.lint_names_fit(names):
             return Choice("golang-migrate", f"up/down (.nontx.) names in {folder}", listing)
     try:
-        found = layouts.detect(folder, listing)
-    except layouts.LayoutError as exc:
+        found = registry.detect(folder, listing)
+    except registry.LayoutError as exc:
         return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --runner", listing)
     if found == "pgsteady":
         return Choice("pgsteady", "no other tool's layout found", listing)
@@ -146,22 +125,19 @@ def _head(path: Path) -> str:
 
 def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit:
     """One file as ``runner`` runs it: its Up part (line numbers kept) and its transaction."""
-    in_transaction: bool | None = False
-    if runner == "popx":  # a transaction per file (popx's Runner), none for autocommit ones
-        match = _POPX.match(path.name)
-        in_transaction = not (match and (match["autocommit"] or match["dialect"] == "autocommit"))
-    elif runner in layouts.NAMES:
-        try:
-            up, in_transaction = layouts.up_part(path, text, runner)
-        except layouts.LayoutError as exc:
-            raise UsageError(str(exc)) from None
-        if _NONTX.search(path.name):
+    tool = registry.get(runner)
+    try:
+        up, in_transaction = tool.up_part(path, text)
+    except registry.LayoutError as exc:
+        raise UsageError(str(exc)) from None
+    if tool.layout:
+        if golang_migrate.NONTX.search(path.name):
             in_transaction = False
         if runner == "flyway" and in_transaction is None:
             in_transaction = not flyway_outside(up.text)
         text = "\n" * (up.first_line - 1) + up.text
     filled, names = fill_placeholders(text)
-    return Unit(display or str(path), filled, in_transaction, runner in SETS_TIMEOUTS, names)
+    return Unit(display or str(path), filled, in_transaction, tool.sets_timeouts, names)
 
 
 # The statements Flyway's PostgreSQL parser runs outside a transaction (its patterns, on the
@@ -216,7 +192,7 @@ def _flyway_keeps_out(kind: str, node: dict[str, object]) -> bool:
 
 
 def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,  # noqa: PLR0917
-                 listing: layouts.Listing | None = None, downs: list[Path] | None = None,
+                 listing: registry.Listing | None = None, downs: list[Path] | None = None,
                  why: dict[Path, str] | None = None) -> list[Path] | None:
     """The files of ``folder`` that ``runner`` applies, in its order (Up files only);
     None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql).
@@ -228,40 +204,18 @@ def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,  
         listing = None
     skip = _Skips(downs, not_run, why)
     if runner == "popx":
-        return _popx_files(folder, skip)
+        return popx.lint_files(folder, skip.down, skip.other)
     if runner == "sqitch":
-        deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
-        return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
+        return sqitch.deploy_files(folder)
     if runner == "golang-migrate":
-        # By name, not layouts.scan: popx's 20-digit versions are fine for linting.
-        entries = listing.entries if listing is not None else layouts.Listing.of(folder).entries
-        ups = []
-        for entry in entries:
-            if not (entry.is_file and entry.name.endswith(".sql")):
-                continue
-            if _DOWN.match(entry.name):
-                skip.down(entry.path)
-            elif not _UP.match(entry.name):
-                skip.other(entry.path, "golang-migrate runs only <version>_<name>.up.sql")
-            elif _OTHER_DIALECT.search(entry.name):
-                skip.other(entry.path, "another database's file (popx's <dialect> name)")
-            else:
-                ups.append(entry.path)
-        specific = {p.name.partition("_")[0]: p for p in ups if ".postgres." in p.name}
-        for path in ups:
-            version = path.name.partition("_")[0]
-            if ".postgres." not in path.name and version in specific:
-                skip.other(path, f"{specific[version].name} runs instead (this version's "
-                                 "PostgreSQL file)")
-        ups = [p for p in ups if ".postgres." in p.name
-               or p.name.partition("_")[0] not in specific]
-        return sorted(ups, key=lambda p: (int(p.name.partition("_")[0]), p.name))
-    if runner in layouts.NAMES and runner != "pgsteady":
-        seen = None if listing is None else layouts.Listing(  # scan uses up what it reads
+        entries = listing.entries if listing is not None else registry.Listing.of(folder).entries
+        return golang_migrate.lint_files(entries, skip.down, skip.other)
+    if runner in registry.NAMES and runner != "pgsteady":
+        seen = None if listing is None else registry.Listing(  # scan uses up what it reads
             listing.folder, listing.entries, dict(listing.heads))
         try:
-            scan = layouts.scan(folder, runner, seen)
-        except layouts.LayoutError as exc:
+            scan = registry.scan(folder, runner, seen)
+        except registry.LayoutError as exc:
             raise UsageError(str(exc)) from None
         if not_run is not None:
             not_run += [s.path for s in scan.skipped if s.said and s.path.suffix == ".sql"
@@ -272,7 +226,7 @@ def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,  
 
 
 def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = None,  # noqa: PLR0917
-              not_run: list[Path] | None = None, listing: layouts.Listing | None = None,
+              not_run: list[Path] | None = None, listing: registry.Listing | None = None,
               why: dict[Path, str] | None = None) -> list[Path]:
     """Files as given; folders expanded to the files ``runner`` applies, in its order (down
     scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`; other
@@ -310,43 +264,6 @@ class _Skips:
             self.not_run.append(path)
         if self.why is not None:
             self.why[path] = reason
-
-
-def _popx_files(folder: Path, skip: _Skips) -> list[Path]:
-    """The up files popx runs on PostgreSQL, in its order, as its migration box finds them:
-    every file under ``folder`` (subfolders too, as ``fs.WalkDir``), up files only, a
-    version's PostgreSQL file in place of its generic one, sorted by version as text."""
-    found = sorted((p for p in folder.rglob("*.sql") if p.is_file()),
-                   key=lambda p: p.relative_to(folder).parts)  # WalkDir's lexical order
-    chosen: dict[str, tuple[Path, bool]] = {}  # version -> (file, for PostgreSQL only)
-    for path in found:
-        match = _POPX.match(path.name)
-        if match is None:
-            skip.other(path, "popx runs only <version>_<name>[.<dialect>][.autocommit]"
-                             ".<up|down>.sql (no dot in the name)")
-            continue
-        if match["direction"] == "down":
-            skip.down(path)
-            continue
-        dialect = match["dialect"]
-        if dialect is not None and dialect != "autocommit" and dialect not in _POPX_POSTGRES:
-            skip.other(path, f"for {dialect}: popx runs it on that database only")
-            continue
-        specific = dialect in _POPX_POSTGRES
-        version = match["version"]
-        kept = chosen.get(version)
-        if kept is None or (specific and not kept[1]):
-            if kept is not None:
-                skip.other(kept[0], f"{path.name} runs instead (this version's PostgreSQL "
-                                    "file)")
-            chosen[version] = path, specific
-        elif specific:  # popx keeps the last of two PostgreSQL files (a map by version)
-            skip.other(kept[0], f"{path.name} runs instead (the same version)")
-            chosen[version] = path, specific
-        else:
-            skip.other(path, f"{kept[0].name} runs instead (" + (
-                "this version's PostgreSQL file)" if kept[1] else "the same version)"))
-    return [chosen[version][0] for version in sorted(chosen)]
 
 
 def load(files: Iterable[Path], runner: str, heads: dict[Path, bytes] | None = None,

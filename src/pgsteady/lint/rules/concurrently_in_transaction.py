@@ -12,7 +12,7 @@ one holding ``CREATE``/``DROP INDEX CONCURRENTLY`` without a transaction by itse
 ``run_in_transaction = false`` in ``metadata.toml``, sql-migrate's ``-- +migrate Up
 notransaction``, tern's ``---- tern: disable-tx ----``, a Prisma or golang-migrate file
 holding that one statement.
-The runner profile (``--runner``, detected from the folder) knows each tool's convention; a
+The runner profile (``--tool``, detected from the folder) knows each tool's convention; a
 ``DO`` block is always one transaction.
 """
 

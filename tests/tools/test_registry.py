@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from pgsteady.migrate import layouts
-from pgsteady.migrate.layouts import LayoutError
+from pgsteady.tools import _base
+from pgsteady.tools import registry as layouts
+from pgsteady.tools.dbmate import dbmate_up
+from pgsteady.tools.goose import goose_up
+from pgsteady.tools.registry import LayoutError
+from pgsteady.tools.sql_migrate import sql_migrate_up
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:
@@ -42,27 +46,27 @@ def test_goose_up_section_maps_back_to_file_lines(tmp_path):
 
 def test_goose_no_transaction_and_bad_annotations(tmp_path):
     """goose: NO TRANSACTION is honoured; a missing Up or Down-before-Up is refused by line."""
-    up, transactional = layouts.goose_up(
+    up, transactional = goose_up(
         tmp_path / "1_x.sql", "-- +goose NO TRANSACTION\n-- +goose Up\nCREATE INDEX "
                               "CONCURRENTLY i ON t (a);\n")
     assert transactional is False and up.first_line == 3
     with pytest.raises(LayoutError, match=r"1_x.sql:1: no '-- \+goose Up'"):
-        layouts.goose_up(tmp_path / "1_x.sql", "CREATE TABLE t ();\n")
+        goose_up(tmp_path / "1_x.sql", "CREATE TABLE t ();\n")
     with pytest.raises(LayoutError, match=r":1: '-- \+goose Down' comes before"):
-        layouts.goose_up(tmp_path / "1_x.sql", "-- +goose Down\nx;\n-- +goose Up\ny;\n")
+        goose_up(tmp_path / "1_x.sql", "-- +goose Down\nx;\n-- +goose Up\ny;\n")
 
 
 def test_dbmate_sections_and_transaction_option(tmp_path):
     """dbmate: the up block runs; transaction:false on its line turns the transaction off."""
     text = "-- migrate:up transaction:false\nCREATE INDEX CONCURRENTLY i ON t (a);\n\n" \
            "-- migrate:down\nDROP INDEX i;\n"
-    up, transactional = layouts.dbmate_up(tmp_path / "1_x.sql", text)
+    up, transactional = dbmate_up(tmp_path / "1_x.sql", text)
     assert transactional is False
     assert up.text.strip() == "CREATE INDEX CONCURRENTLY i ON t (a);" and up.first_line == 2
-    _, transactional = layouts.dbmate_up(tmp_path / "1_x.sql", "-- migrate:up\nselect 1;\n")
+    _, transactional = dbmate_up(tmp_path / "1_x.sql", "-- migrate:up\nselect 1;\n")
     assert transactional is True
     with pytest.raises(LayoutError, match="up block first"):
-        layouts.dbmate_up(tmp_path / "1_x.sql", "-- migrate:down\n-- migrate:up\n")
+        dbmate_up(tmp_path / "1_x.sql", "-- migrate:down\n-- migrate:up\n")
 
 
 def test_golang_migrate_up_files_only(tmp_path):
@@ -151,7 +155,7 @@ def test_sql_migrate_files(tmp_path):
 def test_sql_migrate_reads_its_marks_as_sql_migrate_does(tmp_path):
     """Every Up section runs (a second one after a Down too), a Down may come first, marks
     count only exactly as sql-migrate writes them, and a file of marks alone is empty."""
-    up, transactional = layouts.sql_migrate_up(tmp_path / "1_x.sql", (
+    up, transactional = sql_migrate_up(tmp_path / "1_x.sql", (
         "-- +migrate Down\nDROP TABLE b;\n-- +migrate Up\nCREATE TABLE a (i int);\n"
         "-- +migrate Down\nDROP TABLE a;\n-- +migrate Up notransaction\n"
         "CREATE TABLE b (i int);\n  -- +migrate Down\n-- +migrate up\nSELECT 1;\n"))
@@ -159,10 +163,10 @@ def test_sql_migrate_reads_its_marks_as_sql_migrate_does(tmp_path):
         "CREATE TABLE a (i int);", "CREATE TABLE b (i int);", "  -- +migrate Down", "SELECT 1;"]
     assert up.text.splitlines()[3] == "CREATE TABLE a (i int);"  # line 4 of the file
     assert transactional is False
-    empty, _ = layouts.sql_migrate_up(tmp_path / "2_y.sql", "-- +migrate Up\n-- +migrate Down\n")
+    empty, _ = sql_migrate_up(tmp_path / "2_y.sql", "-- +migrate Up\n-- +migrate Down\n")
     assert not empty.text.strip()
     with pytest.raises(LayoutError, match=r"3_z.sql:1: no '-- \+migrate Up' or "):
-        layouts.sql_migrate_up(tmp_path / "3_z.sql", "-- +migrate up\nSELECT 1;\n")
+        sql_migrate_up(tmp_path / "3_z.sql", "-- +migrate up\nSELECT 1;\n")
 
 
 def test_tern_files(tmp_path):
@@ -297,14 +301,16 @@ def test_layouts_and_sqltext_import_no_driver():
     """layouts and sqltext import only the standard library and pgsteady's record base, which
     imports nothing (lint must start fast)."""
     root = Path(layouts.__file__).parent.parent
-    for path in (root / "migrate" / "layouts.py", root / "sql" / "text.py", root / "_record.py"):
+    tools = sorted((root / "tools").glob("*.py"))
+    for path in (*tools, root / "sql" / "text.py", root / "_record.py"):
         tree = ast.parse(path.read_text())
         names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
                  for alias in node.names}
         names |= {node.module or "" for node in ast.walk(tree)
                   if isinstance(node, ast.ImportFrom)}
         assert not {n for n in names if n.split(".")[0] in ("psycopg", "pglast", "rich")}
-        assert not {n for n in names if n.startswith("pgsteady")} - {"pgsteady._record"}, path
+        assert not {n for n in names if n.startswith("pgsteady")
+                    and not n.startswith("pgsteady.tools")} - {"pgsteady._record"}, path
         if path.name == "_record.py":
             assert names <= {"__future__", "typing"}, names
 
@@ -329,7 +335,7 @@ def test_one_listing_serves_detect_and_scan_with_the_same_text(tmp_path, monkeyp
     gets from detect's read is what reading the file gives (BOM dropped, CRLF and CR as LF);
     a file larger than detect's look is read again whole; a dangling link is still named."""
     (tmp_path / "1_a.sql").write_bytes(b"\xef\xbb\xbfCREATE TABLE a (id int);\r\n-- x\r")
-    big = "SELECT 1;\n" * (layouts._DETECT_BYTES // 10 + 10)
+    big = "SELECT 1;\n" * (_base.DETECT_BYTES // 10 + 10)
     (tmp_path / "2_big.sql").write_text(big)
     (tmp_path / "3_gone.sql").symlink_to(tmp_path / "nowhere.sql")
     opened: list[str] = []
