@@ -182,16 +182,16 @@ def report(case: str, runs: dict[str, Run], goal: str = "") -> dict[str, object]
 #: What a cold folder run cannot go below, each a whole process on the same folder.
 _PARSE_ONLY = """
 import os, sys
-from pgsteady.migrate.lint.pglast_loader import parser
+from pgsteady.sql.pglast_loader import parser
 pg = parser()
 for name in sorted(os.listdir(sys.argv[1])):
     text = open(os.path.join(sys.argv[1], name), encoding="utf-8").read()
     for piece in pg.split(text, with_parser=False, only_slices=True):
         pg.parse_sql_json(text[piece])
 """
-_IMPORTS_ONLY = ("import pgsteady.cli, pgsteady.cli.lint, pgsteady.migrate.lint.engine, "
-                 "pgsteady.migrate.lint.runners\n"
-                 "from pgsteady.migrate.lint.rules import all_rules\nall_rules()\n")
+_IMPORTS_ONLY = ("import pgsteady.cli, pgsteady.cli.lint, pgsteady.lint.engine, "
+                 "pgsteady.lint.runners\n"
+                 "from pgsteady.lint.rules import all_rules\nall_rules()\n")
 
 
 def floor(repeat: int, folder: Path, squawk: str | None, files: list[Path],
@@ -204,7 +204,7 @@ def floor(repeat: int, folder: Path, squawk: str | None, files: list[Path],
         "import pglast (whole)": [sys.executable, "-c", "import pglast"],
         "pglast parser as lint loads it": [
             sys.executable, "-c",
-            "from pgsteady.migrate.lint.pglast_loader import parser\nparser()"],
+            "from pgsteady.sql.pglast_loader import parser\nparser()"],
         "lint's imports, no work": [sys.executable, "-c", _IMPORTS_ONLY],
         "split+parse the folder, nothing else": [sys.executable, "-c", _PARSE_ONLY,
                                                   str(folder)],
@@ -227,7 +227,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
 
-    from pgsteady.migrate.lint.engine import Linter
+    from pgsteady.lint.engine import Linter
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="pgsteady-bench-"))
     root.mkdir(parents=True, exist_ok=True)

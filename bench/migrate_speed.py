@@ -88,7 +88,7 @@ BARE = """
 import sys
 from pathlib import Path
 import psycopg
-from pgsteady.migrate.lint import pglast_loader  # pglast's C parser without its AST modules
+from pgsteady.sql import pglast_loader  # pglast's C parser without its AST modules
 parse_sql_json = pglast_loader.parser().parse_sql_json
 files = sorted(Path(sys.argv[2]).glob("*.sql"))
 texts = [f.read_text() for f in files]

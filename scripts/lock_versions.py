@@ -22,7 +22,7 @@ import test_lock_oracle as oracle  # noqa: E402
 
 from pgsteady.lab import _process  # noqa: E402
 from pgsteady.lab.cluster import Postgres, make_workdir, remove_tree  # noqa: E402
-from pgsteady.migrate.locks import LockMode, join  # noqa: E402
+from pgsteady.sql.locks import LockMode, join  # noqa: E402
 
 _SHORT = {"ACCESS SHARE": "AS", "ROW SHARE": "RS", "ROW EXCLUSIVE": "RE",
           "SHARE UPDATE EXCLUSIVE": "SUE", "SHARE": "S", "SHARE ROW EXCLUSIVE": "SRE",

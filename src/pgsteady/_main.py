@@ -1,7 +1,7 @@
 """The ``pgsteady`` command's entry point.
 
 A warm ``pgsteady lint`` (nothing changed since the last run with the same arguments) is
-answered from :mod:`pgsteady.migrate.lint.quick` before the command line, argparse or the
+answered from :mod:`pgsteady.lint.quick` before the command line, argparse or the
 configuration load; everything else goes to :func:`pgsteady.cli.main`.
 """
 
@@ -35,7 +35,7 @@ def _run(argv: list[str]) -> int:
         # A lint process is short, and what it builds (modules, parse trees, findings) holds
         # no garbage cycles: the cyclic collector would only rescan it (3-5 % of a run).
         gc.disable()
-        from pgsteady.migrate.lint import quick  # noqa: PLC0415 -- os, sys, zlib only
+        from pgsteady.lint import quick  # noqa: PLC0415 -- os, sys, zlib only
 
         code = quick.replay(argv[1:])
         if code is not None:

@@ -17,8 +17,8 @@ from typing import Any, TypeAlias
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgsteady import sqltext
 from pgsteady.errors import UsageError
+from pgsteady.sql import text as sqltext
 
 Duration: TypeAlias = float | int | timedelta | None
 """Seconds as a number, or a ``timedelta``; ``None`` means no limit."""
@@ -107,7 +107,7 @@ def describe(exc: BaseException) -> str:
 
 def scrub(text: str) -> str:
     """Hide passwords anywhere in free text (error messages that quote a DSN, other sessions'
-    queries: every SQL literal form after PASSWORD); see :mod:`pgsteady.sqltext`."""
+    queries: every SQL literal form after PASSWORD); see :mod:`pgsteady.sql.text`."""
     return sqltext.scrub(text)
 
 

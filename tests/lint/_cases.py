@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pgsteady.migrate.lint import runners
-from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.engine import FileReport, Linter, Unit
+from pgsteady.lint import runners
+from pgsteady.lint.config import LintConfig
+from pgsteady.lint.engine import FileReport, Linter, Unit
 
 CASES = Path(__file__).parent / "cases"
 DIRECTIVE = "-- pgsteady-test:"

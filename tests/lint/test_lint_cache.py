@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pgsteady.cli import main
-from pgsteady.migrate.lint import engine
+from pgsteady.lint import engine
 
 RISKY = "CREATE INDEX orders_status ON orders (status);\n"
 
@@ -130,7 +130,7 @@ def test_cold_lint_process_skips_logging_toml_and_shutil(folder):
 def test_untouched_files_skip_even_reading(folder, capsys, monkeypatch):
     """With nothing touched since the last run, no file is read or detected; touching one
     file (same content) falls back to the content cache and still lints nothing."""
-    from pgsteady.migrate.lint import runners
+    from pgsteady.lint import runners
 
     first = lint(capsys, "migrations")
     loaded: list[int] = []

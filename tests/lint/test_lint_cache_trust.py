@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pgsteady.cli import main
-from pgsteady.migrate.lint import cache, engine
-from pgsteady.migrate.lint.engine import Linter
-from pgsteady.migrate.lint.files import Unit
+from pgsteady.lint import cache, engine
+from pgsteady.lint.engine import Linter
+from pgsteady.lint.files import Unit
 
 #: A migration folder that leaves findings (with and without a table), and a schema with
 #: typed columns, a partitioned table, a view, an index, an enum and a search_path.

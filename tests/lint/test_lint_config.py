@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pgsteady.errors import UsageError
-from pgsteady.migrate.lint.config import LintConfig, load_config, parse_rows
+from pgsteady.lint.config import LintConfig, load_config, parse_rows
 
 
 def write(tmp_path, body: str):

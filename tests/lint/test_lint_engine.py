@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pgsteady.errors import UsageError
-from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.engine import Linter, LintReport, Unit, collect_files, lint_paths
+from pgsteady.lint.config import LintConfig
+from pgsteady.lint.engine import Linter, LintReport, Unit, collect_files, lint_paths
 
 
 def rules_of(sql: str, **config) -> list[str]:
@@ -348,8 +348,8 @@ def test_alter_subcommands_are_reported_where_they_are():
 def test_a_lone_subcommand_is_found_as_the_scanner_finds_it(sql):
     """The fast path for one-subcommand ALTERs (no scan) lands where the scanner's tokens do,
     or leaves the statement to them."""
-    from pgsteady.migrate.lint import parse
-    from pgsteady.migrate.lint.engine import _lone_command_start, _scanned_command_starts
+    from pgsteady.lint import parse
+    from pgsteady.lint.engine import _lone_command_start, _scanned_command_starts
 
     statement = next(parse.statements(sql + ";", lambda kind: True))
     assert statement.node is not None

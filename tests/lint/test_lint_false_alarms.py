@@ -10,8 +10,8 @@ import pytest
 from _cases import CASES, lint_case
 from psycopg.pq import TransactionStatus
 
-from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.engine import Linter, Unit
+from pgsteady.lint.config import LintConfig
+from pgsteady.lint.engine import Linter, Unit
 
 ONE_QUERY = sorted((CASES / "transaction-nesting").glob("one_query_*.sql"))
 

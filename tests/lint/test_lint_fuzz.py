@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from pglast import parser as pg
 
 from pgsteady.cli import main
-from pgsteady.migrate.lint.engine import Linter
-from pgsteady.migrate.lint.parse import blank_meta_commands
+from pgsteady.lint.engine import Linter
+from pgsteady.lint.parse import blank_meta_commands
 
 LINTER = Linter()
 SEEDS = [p.read_text(encoding="utf-8") for p in all_cases()]

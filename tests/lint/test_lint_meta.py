@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from _cases import CASES
 
-from pgsteady.migrate.lint import docs
-from pgsteady.migrate.lint.rules import IncompleteRule, all_rules, from_module, rule_modules
+from pgsteady.lint import docs
+from pgsteady.lint.rules import IncompleteRule, all_rules, from_module, rule_modules
 
 MODULES = rule_modules()
 DOCS = Path(__file__).parents[2] / "docs" / "rules"

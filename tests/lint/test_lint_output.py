@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from pgsteady.migrate.lint import output
-from pgsteady.migrate.lint.engine import Linter, LintReport
+from pgsteady.lint import output
+from pgsteady.lint.engine import Linter, LintReport
 
 SQL = "SELECT 1;\nCREATE INDEX i ON t (a);\nALTER TABLE t ADD COLUMN j json;\n"
 

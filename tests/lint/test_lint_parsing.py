@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from pgsteady.migrate.lint.engine import Linter
+from pgsteady.lint.engine import Linter
 
 
 def found(sql: str) -> list[tuple[int, str, str]]:
@@ -43,7 +43,7 @@ def test_long_files_read_the_same_as_short_ones():
     """A file long enough for the fast path (parsed ahead on a thread, decoded by orjson) is
     linted exactly as its statements are one by one, deep statements included: one past
     orjson's nesting limit (decoded on the big-stack path), one past the standard scanner's."""
-    from pgsteady.migrate.lint import parse
+    from pgsteady.lint import parse
 
     deep = "CASE WHEN a > 1 THEN " * 300 + "1" + " END" * 300
     deeper = "SELECT * FROM " + "(SELECT * FROM " * 200 + "t" + ") x" * 200
@@ -89,7 +89,7 @@ def test_a_long_file_split_by_region_has_the_whole_files_pieces(monkeypatch):
     pieces, or the error and its position, are those of one split of the whole file."""
     import random
 
-    from pgsteady.migrate.lint import parse
+    from pgsteady.lint import parse
 
     def pieces(split):
         try:
@@ -113,7 +113,7 @@ def test_a_long_file_split_by_region_has_the_whole_files_pieces(monkeypatch):
 def test_a_long_file_lints_the_same_split_by_region_or_at_once(monkeypatch):
     """The same long file, split by region (the default past a few hundred KB) or at once:
     the same findings at the same lines; a syntax error in it, at the same place."""
-    from pgsteady.migrate.lint import parse
+    from pgsteady.lint import parse
 
     valid = [part for part in _TRICKY if not part.startswith("foo")]
     body = "".join(part.format(i=i) for i in range(600) for part in (
@@ -232,7 +232,7 @@ def _parse_threads() -> list[str]:
 def test_long_file_parse_thread_stops_on_every_exit():
     """A long file is parsed ahead on a helper thread that is gone after a full run, after a
     syntax error midway and after the reader stops early."""
-    from pgsteady.migrate.lint import parse
+    from pgsteady.lint import parse
 
     good = "".join(f"UPDATE t SET v = {i} WHERE id = {i};\n" for i in range(2000))
     assert len(list(parse.statements(good, lambda kind: True))) == 2000
@@ -302,7 +302,7 @@ def test_a_short_file_lints_the_same_parsed_whole_or_by_statement(monkeypatch):
     which also takes any file the one-call path declines."""
     import random
 
-    from pgsteady.migrate.lint import parse
+    from pgsteady.lint import parse
 
     linter = Linter()
 

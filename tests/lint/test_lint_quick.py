@@ -118,8 +118,8 @@ def test_the_code_stamp_covers_every_module_a_recorded_run_depends_on():
     """An edit to any module whose code shapes a lint's findings or output misses the cache:
     lint's and its rules', migrate's layouts, the records and SQL text helpers at the top of
     the package (their records are stored in the cache) and the command line's."""
-    from pgsteady.migrate.lint import quick
+    from pgsteady.lint import quick
 
     stamped = {part.split(":")[0] for part in quick.code_stamp().split(";") if part}
-    assert {"engine.py", "ban_drop_table.py", "layouts.py", "_record.py", "sqltext.py",
+    assert {"engine.py", "ban_drop_table.py", "registry.py", "_record.py", "text.py",
             "lint.py"} <= stamped

@@ -164,7 +164,7 @@ def test_runner_without_timeouts_needs_lock_timeout(tmp_path, capsys):
     _, found, _ = run(capsys, str(tmp_path))
     assert found == [("20240101000000_a", "require-lock-timeout"),
                      ("20240101000000_a", "require-statement-timeout")]
-    _, found, _ = run(capsys, "--runner", "pgsteady", str(tmp_path / "20240101000000_a"))
+    _, found, _ = run(capsys, "--tool", "pgsteady", str(tmp_path / "20240101000000_a"))
     assert found == []
 
 
@@ -186,7 +186,7 @@ def test_plain_and_alembic_sql(tmp_path, capsys):
     write(tmp_path, {"a.sql": CONCURRENT,
                      "upgrade.sql": "BEGIN;\nCREATE TABLE alembic_version (v text);\n"
                                     + TIMEOUT + CONCURRENT + "COMMIT;\n"})
-    _, found, runner = run(capsys, "--runner", "plain", str(tmp_path / "a.sql"))
+    _, found, runner = run(capsys, "--tool", "plain", str(tmp_path / "a.sql"))
     assert (runner, found) == ("plain", [])
     _, found, runner = run(capsys, str(tmp_path / "upgrade.sql"))
     assert runner == "alembic-sql"
@@ -205,7 +205,7 @@ def test_runner_from_config_and_text_summary_names_it(tmp_path, monkeypatch, cap
 def test_unknown_runner_is_a_usage_error(tmp_path, capsys):
     """A misspelled runner exits 2 naming the profiles."""
     (tmp_path / "a.sql").write_text("SELECT 1;\n")
-    assert main(["lint", "--runner", "gose", str(tmp_path / "a.sql")]) == 2
+    assert main(["lint", "--tool", "gose", str(tmp_path / "a.sql")]) == 2
     assert "no runner profile 'gose'; use one of pgsteady, prisma" in capsys.readouterr().err
 
 
@@ -215,7 +215,7 @@ def test_in_transaction_runners_still_flag_concurrently(tmp_path, capsys, runner
     """Control: where the runner does wrap the file, CONCURRENTLY is still reported (Flyway
     wraps a CONCURRENTLY script only when told to: see the Flyway test above)."""
     (tmp_path / "V1__a.sql").write_text(header + CONCURRENT)
-    _, found, _ = run(capsys, "--runner", runner, str(tmp_path / "V1__a.sql"))
+    _, found, _ = run(capsys, "--tool", runner, str(tmp_path / "V1__a.sql"))
     assert found == [("V1__a.sql", "concurrently-in-transaction")]
 
 
@@ -310,7 +310,7 @@ def test_json_summary_names_every_file_popx_and_golang_migrate_skip(tmp_path, ca
 def test_help_lists_every_profile():
     """--help names the same profiles the runners module knows."""
     from pgsteady.cli.lint import PROFILES
-    from pgsteady.migrate.lint.runners import NAMES
+    from pgsteady.lint.runners import NAMES
 
     assert PROFILES.split(", ") == list(NAMES)
 
@@ -329,9 +329,9 @@ def test_down_scripts_beside_up_scripts_are_skipped_in_a_folder(tmp_path, capsys
         "V0003.Pin.down.sql": "ALTER TABLE users DROP COLUMN pin;\n",
         "V0004.Lonely.down.sql": "ALTER TABLE users DROP COLUMN pin;\n",
     })
-    code, found, _ = run(capsys, "--runner", "pgsteady", str(tmp_path))
+    code, found, _ = run(capsys, "--tool", "pgsteady", str(tmp_path))
     assert (code, found) == (1, [("V0004.Lonely.down.sql", "ban-drop-column")])
-    assert main(["lint", "--no-cache", "--runner", "pgsteady", str(tmp_path)]) == 1
+    assert main(["lint", "--no-cache", "--tool", "pgsteady", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "in 4 files" in err and "skipped 3 down scripts beside their up scripts" in err
     # detected, the folder is Diesel's: the files beside its folders are named, not linted
@@ -341,7 +341,7 @@ def test_down_scripts_beside_up_scripts_are_skipped_in_a_folder(tmp_path, capsys
     assert "skipped 3 .sql files diesel does not run as SQL (V0003.Pin.down.sql, V0003.Pin.up.sql, " \
            "V0004.Lonely.down.sql): name one to lint it" in err
     down = str(tmp_path / "V0003.Pin.down.sql")
-    _, found, _ = run(capsys, "--runner", "pgsteady", down)
+    _, found, _ = run(capsys, "--tool", "pgsteady", down)
     assert found == [("V0003.Pin.down.sql", "ban-drop-column")]
 
 
@@ -360,7 +360,7 @@ def test_a_folder_walk_puts_version_folders_in_version_order(tmp_path, capsys):
         "v1.2/a.sql": "CREATE TABLE t (id bigint PRIMARY KEY, pin integer);\n",
         "v1.10/b.sql": "ALTER TABLE t ALTER COLUMN pin TYPE bigint;\n",
     })
-    code = main(["lint", "--no-cache", "--format", "json", "--runner", "pgsteady",
+    code = main(["lint", "--no-cache", "--format", "json", "--tool", "pgsteady",
                  str(tmp_path)])
     document = json.loads(capsys.readouterr().out)
     assert code == 1

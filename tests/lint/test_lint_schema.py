@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pgsteady.migrate.lint.engine import Linter, Unit
-from pgsteady.migrate.lint.schema import ColumnType, Schema, rewrites
+from pgsteady.lint.engine import Linter, Unit
+from pgsteady.lint.schema import ColumnType, Schema, rewrites
 
 
 def lint(*files: str, history: tuple[str, ...] = ()) -> list[tuple[str, int, str, str]]:

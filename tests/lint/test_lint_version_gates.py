@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.engine import Linter
+from pgsteady.lint.config import LintConfig
+from pgsteady.lint.engine import Linter
 
 TABLE = ("CREATE TABLE t (id int PRIMARY KEY, n int, a int);"
          "INSERT INTO t SELECT g, g, g FROM generate_series(1, 500) g")

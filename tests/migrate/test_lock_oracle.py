@@ -28,8 +28,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgsteady.migrate.analysis import LockMode, analyze, join
 from pgsteady.migrate.resolve import relations
+from pgsteady.sql.analysis import LockMode, analyze, join
 
 SETUP = """
 CREATE TABLE parent (id int PRIMARY KEY, code text UNIQUE, note text);

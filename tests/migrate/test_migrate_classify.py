@@ -8,8 +8,9 @@ from migrate_helpers import FAST, history, write_migrations
 from test_lock_oracle import CONCURRENT_FORMS, FORMS, SETUP
 
 from pgsteady.errors import BadMigration
-from pgsteady.migrate import analysis, apply, classify, source
+from pgsteady.migrate import apply, source
 from pgsteady.migrate.source import Migration
+from pgsteady.sql import analysis, classify
 
 MORE = [
     "BEGIN", "COMMIT", "START TRANSACTION", "DO $$ BEGIN PERFORM 1; END $$",
@@ -103,8 +104,8 @@ def test_a_plain_folder_applies_without_pglast_trees(tmp_path, db):
 def test_a_nested_block_comment_before_a_statement_is_skipped_whole():
     """PostgreSQL nests /* */ comments: the statement's position is its first word after the
     outer comment closes, in the full analysis and in the cheap look alike."""
-    from pgsteady.migrate.analysis import analyze
-    from pgsteady.migrate.classify import plain_statements
+    from pgsteady.sql.analysis import analyze
+    from pgsteady.sql.classify import plain_statements
 
     sql = "SELECT 1;\n/* outer /* inner */ still outer */\n  CREATE TABLE t (id int);\n"
     [_, create] = analyze(sql)

@@ -15,8 +15,9 @@ import psycopg
 import pytest
 from migrate_helpers import run_cli, write_migrations
 
-from pgsteady.migrate import layouts
-from pgsteady.migrate.layouts import LayoutError
+from pgsteady.tools import flyway
+from pgsteady.tools import registry as layouts
+from pgsteady.tools.registry import LayoutError
 
 FLYWAY_DDL = """
 CREATE TABLE "public"."flyway_schema_history" (
@@ -160,8 +161,8 @@ def test_flyway_file_versions_keep_their_text_and_compare_as_numbers(tmp_path):
     scan = layouts.scan(tmp_path, "flyway")
     assert [(f.tag, f.order) for f in scan.files] == [
         ("001", (1,)), ("1.9", (1, 9)), ("1.10", (1, 10)), ("2024.01.15", (2024, 1, 15))]
-    assert layouts.flyway_order("1.0") == layouts.flyway_order("001") == (1,)
-    assert layouts.flyway_order("1.2-beta") is None
+    assert flyway.flyway_order("1.0") == flyway.flyway_order("001") == (1,)
+    assert flyway.flyway_order("1.2-beta") is None
     write_migrations(tmp_path, {"V1.0__again.sql": "SELECT 1;"})
     with pytest.raises(LayoutError, match=r"version 1\.0 is also used by .*V001__a\.sql"):
         layouts.scan(tmp_path, "flyway")

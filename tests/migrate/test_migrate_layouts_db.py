@@ -202,7 +202,7 @@ def test_tool_folder_applied_and_checked_against_its_table(tmp_path, db, tool):
     }[tool]()
     assert rows == expected
     after = run_cli("preflight", "--dsn", db, "--dir", str(folder), "--json",
-                    "--layout", tool)
+                    "--tool", tool)
     assert json.loads(after.stdout)["pending"] == []
 
 
@@ -301,10 +301,10 @@ def test_empty_migrations_are_recorded_and_a_tern_version_without_a_file_is_name
         conn.execute("INSERT INTO schema_version VALUES (4)")
         applied = history.Store("tern").applied(conn, source.load_dir(tern))
     assert sorted(applied) == ["1", "4"]
-    status = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--status", "--layout", "tern")
+    status = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--status", "--tool", "tern")
     assert re.search(r"^\s*4\s+missing\s+\(applied, no file in the folder\)", status.stdout,
                      re.MULTILINE), status.stdout
-    refused = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--layout", "tern")
+    refused = run_cli("migrate", "--dsn", db, "--dir", str(tern), "--tool", "tern")
     assert refused.returncode != 0 and "nothing to apply" not in refused.stdout
 
 

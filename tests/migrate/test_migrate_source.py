@@ -6,8 +6,8 @@ import pytest
 from migrate_helpers import columns, history, run_cli, write_migrations
 
 from pgsteady.errors import BadMigration
+from pgsteady.lint.engine import Linter
 from pgsteady.migrate import source
-from pgsteady.migrate.lint.engine import Linter
 
 GOOD = {"0001_create_orgs.sql": "CREATE TABLE orgs (id int PRIMARY KEY);\n"}
 

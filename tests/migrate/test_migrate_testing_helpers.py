@@ -7,8 +7,8 @@ import pytest
 from migrate_helpers import FAST, write_migrations
 
 from pgsteady.errors import MigrationBlocked
-from pgsteady.migrate.analysis import LockMode
 from pgsteady.migrate.testing import assert_fails_fast_and_applies_nothing
+from pgsteady.sql.analysis import LockMode
 
 
 @pytest.mark.parametrize("mode", ["ACCESS SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE"])

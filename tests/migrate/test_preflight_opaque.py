@@ -10,8 +10,8 @@ from migrate_helpers import FAST, run_cli, write_migrations
 
 from pgsteady.errors import MigrationBlocked
 from pgsteady.migrate import apply, source
-from pgsteady.migrate.analysis import analyze
-from pgsteady.migrate.opaque import read
+from pgsteady.sql.analysis import analyze
+from pgsteady.sql.opaque import read
 
 
 def _preflight(db, folder, *extra):

@@ -6,10 +6,10 @@ import pickle
 
 import pytest
 
-from pgsteady.migrate.lint.base import Hit
-from pgsteady.migrate.lint.config import LintConfig
-from pgsteady.migrate.lint.report import FileReport, Finding
-from pgsteady.migrate.lint.schema import ColumnType, Schema, Table
+from pgsteady.lint.base import Hit
+from pgsteady.lint.config import LintConfig
+from pgsteady.lint.report import FileReport, Finding
+from pgsteady.lint.schema import ColumnType, Schema, Table
 
 
 def test_equality_hash_and_repr_follow_the_compared_fields():

@@ -1,8 +1,9 @@
-"""Parsing the command line's units: durations (``50ms``, ``1.5s``) and bursts (``30@5s-10s``)."""
+"""The command line's shared parsing: units (``50ms``, ``30@5s-10s``) and the DSN rule."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from dataclasses import dataclass
 
@@ -83,3 +84,17 @@ def stall(text: str) -> Stall:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a stall; write it like 100ms@7s (length@when)")
     return Stall(duration(m[1]), duration(m[2]))
+
+
+def dsn_from(args: argparse.Namespace) -> str | None:
+    """The one DSN rule of every verb: ``--dsn`` (even empty), else ``PGSTEADY_DSN``; None when
+    neither is set, and then libpq's ``PG*`` variables apply (connect with ``""``)."""
+    if args.dsn is not None:
+        return str(args.dsn)
+    return os.environ.get("PGSTEADY_DSN")
+
+
+def libpq_environment() -> bool:
+    """Whether any of libpq's ``PG*`` variables is set (``PGSTEADY_DSN`` is not one)."""
+    return any(k.startswith("PG") and k != "PGSTEADY_DSN" for k in os.environ)
+

@@ -59,9 +59,7 @@ def register(verbs: Any) -> None:
 
 
 def _dsn(args: argparse.Namespace) -> str:
-    import os
-
-    return str(args.dsn if args.dsn is not None else os.environ.get("PGSTEADY_DSN", ""))
+    return _args.dsn_from(args) or ""
 
 
 def run(args: argparse.Namespace) -> int:

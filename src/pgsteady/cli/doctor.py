@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -81,9 +80,9 @@ def examine(args: argparse.Namespace) -> Examination:
     if args.samples > pgbouncer.MAX_SAMPLES:
         raise UsageError(f"--samples must be at most {pgbouncer.MAX_SAMPLES} (one look, not "
                          "a monitor: use pgsteady watch for longer)")
-    dsn = args.dsn if args.dsn is not None else os.environ.get("PGSTEADY_DSN")
+    dsn = _args.dsn_from(args)
     if dsn is None and not args.pgbouncer and not args.pgbouncer_log:
-        if not any(k.startswith("PG") and k != "PGSTEADY_DSN" for k in os.environ):
+        if not _args.libpq_environment():
             raise UsageError("nothing to examine: give --dsn (or PGSTEADY_DSN), --pgbouncer "
                              "ADMIN_DSN and/or --pgbouncer-log FILE")
         dsn = ""  # libpq's PG* variables

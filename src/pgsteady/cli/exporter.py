@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from typing import Any
 
-from pgsteady.cli import _args
+from pgsteady.cli import _sources
 from pgsteady.errors import EXIT_OK, PgsteadyError, UsageError
 
 log = logging.getLogger("pgsteady.cli")
@@ -32,36 +31,6 @@ def listen_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def sources(args: argparse.Namespace) -> tuple[str | None, str | None, str | None]:
-    """The DSN (``--dsn``, ``PGSTEADY_DSN``, else libpq's PG* variables) and the PgBouncer
-    sources; a usage error when none is given."""
-    dsn = args.dsn if args.dsn is not None else os.environ.get("PGSTEADY_DSN")
-    if dsn is None and not args.pgbouncer and not args.pgbouncer_log:
-        if not any(k.startswith("PG") and k != "PGSTEADY_DSN" for k in os.environ):
-            raise UsageError("nothing to watch: give --dsn (or PGSTEADY_DSN), --pgbouncer "
-                             "ADMIN_DSN and/or --pgbouncer-log FILE")
-        dsn = ""
-    if args.pgbouncer_log and not os.path.isfile(args.pgbouncer_log):
-        what = "a folder, not a file" if os.path.isdir(args.pgbouncer_log) else "no such file"
-        raise UsageError(f"--pgbouncer-log {args.pgbouncer_log}: {what}; pass the file "
-                         "PgBouncer's logfile setting names")
-    return dsn, args.pgbouncer, args.pgbouncer_log
-
-
-def add_sources(parser: argparse.ArgumentParser) -> None:
-    """Options ``exporter`` and ``watch`` share."""
-    parser.add_argument("--dsn", help="PostgreSQL DSN (default: $PGSTEADY_DSN; PG* variables "
-                                      "when no other source is given)")
-    parser.add_argument("--pgbouncer", metavar="ADMIN_DSN",
-                        help="PgBouncer's admin console, e.g. 'host=... port=6432 "
-                             "dbname=pgbouncer user=...'")
-    parser.add_argument("--pgbouncer-log", metavar="FILE",
-                        help="PgBouncer's log file (not-ready closures, dropped cancels)")
-    parser.add_argument("--scrape-timeout", type=_args.duration, default=3.0,
-                        help="each reading gives up on a source after this long and reports "
-                             "it down (default 3s)")
-
-
 def register(verbs: Any) -> None:
     parser = verbs.add_parser(
         "exporter", help="serve Prometheus /metrics for a PostgreSQL and a PgBouncer",
@@ -73,7 +42,7 @@ def register(verbs: Any) -> None:
                     "--scrape-timeout (a source that does not answer is pgsteady_up 0). Rules "
                     "for these metrics: pgsteady alerts.",
         epilog="exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 cannot listen, 2 usage error")
-    add_sources(parser)
+    _sources.add_sources(parser)
     parser.add_argument("--listen", type=listen_address, default=DEFAULT_LISTEN,
                         metavar="HOST:PORT", help=f"where to serve (default {DEFAULT_LISTEN})")
     parser.set_defaults(run=run)
@@ -84,14 +53,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.scrape_timeout <= 0:
         raise UsageError("--scrape-timeout must be more than 0, e.g. 3s")
-    dsn, pgbouncer, pgbouncer_log = sources(args)
+    dsn, pgbouncer, pgbouncer_log = _sources.sources(args)
     host, port = args.listen
     exporter = Exporter(dsn, pgbouncer, pgbouncer_log, timeout=args.scrape_timeout)
     try:
-        from pgsteady.cli.watch import refuse_misconfigured
-
         # A source given in the wrong place is refused now; one that is down may come back.
-        refuse_misconfigured(exporter.scrape(quiet=True))
+        _sources.refuse_misconfigured(exporter.scrape(quiet=True))
         try:
             server = serve(exporter, host, port)
         except OSError as exc:

@@ -15,16 +15,17 @@ import sys
 from pathlib import Path
 
 from pgsteady._errors_root import EXIT_OK, UsageError
-from pgsteady.migrate.lint import output, quick
-from pgsteady.migrate.lint.config import (
+from pgsteady.cli import _renamed
+from pgsteady.lint import output, quick
+from pgsteady.lint.config import (
     LintConfig,
     check_rule_ids,
     load_config,
     parse_pg_version,
     parse_rows,
 )
-from pgsteady.migrate.lint.report import LintReport
-from pgsteady.migrate.lint.rules import all_rules, rule_ids
+from pgsteady.lint.report import LintReport
+from pgsteady.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
@@ -34,9 +35,9 @@ TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this 
 if TYPE_CHECKING:
     from typing import Any
 
-    from pgsteady.migrate.lint import cache
-    from pgsteady.migrate.lint.files import Unit
-    from pgsteady.migrate.lint.runners import Choice
+    from pgsteady.lint import cache
+    from pgsteady.lint.files import Unit
+    from pgsteady.lint.runners import Choice
 
 
 def _rule_list(text: str) -> frozenset[str]:
@@ -88,10 +89,11 @@ def register(verbs: Any) -> None:
     lint.add_argument("--large-table", type=_rows, metavar="ROWS",
                       help="with --dsn: tables with at least this many rows make size-aware "
                            "findings errors, smaller ones warnings (default 1M; 250k works)")
-    lint.add_argument("--runner", metavar="NAME",
+    lint.add_argument("--tool", metavar="NAME",
                       help="how the files are run, which decides transactions, timeouts and the "
                            f"Up part: {PROFILES}, or auto (default: detected "
                            "from the folder's layout)")
+    _renamed.add_alias(lint, "--runner", "--tool", "tool", metavar="NAME")
     lint.add_argument("--history", metavar="DIR",
                       help="migrations that ran before the files given: replayed for the "
                            "schema (old column types, existing tables), not linted")
@@ -142,12 +144,12 @@ def _use_color(stream: Any) -> bool:
 
 
 def _runner(args: argparse.Namespace, config: LintConfig, paths: list[str]) -> Choice:
-    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+    from pgsteady.lint import runners  # layouts: not needed on a warm run
 
-    if args.runner:
-        chosen, where = runners.check_name(args.runner), "--runner"
+    if args.tool:
+        chosen, where = runners.check_name(args.tool), "--tool"
     else:
-        chosen, where = runners.check_name(config.runner, f"{config.source}: runner"), "config"
+        chosen, where = runners.check_name(config.runner, f"{config.source}: tool"), "config"
     if chosen == "auto":
         return runners.detect(paths)
     return runners.Choice(chosen, f"from {where}")
@@ -159,19 +161,19 @@ def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: P
     keys: list[str] = []
     done, entry = 0, None
     if store is not None:
-        from pgsteady.migrate.lint import cache
+        from pgsteady.lint import cache
 
         keys = cache.chain(config, runner, units, history)
         done, entry = store.longest(keys)
         if entry is not None and done == len(units):
             return LintReport(entry.reports, runner)
-    from pgsteady.migrate.lint.engine import Linter  # the parser: misses only
+    from pgsteady.lint.engine import Linter  # the parser: misses only
 
     linter = Linter(config)
     if entry is not None:
         schema = entry.schema
     elif args.dsn:
-        from pgsteady.migrate.lint import sizes  # psycopg: --dsn only
+        from pgsteady.lint import sizes  # psycopg: --dsn only
 
         schema = sizes.load_catalog(args.dsn)
         schema.change_start = 0
@@ -186,7 +188,7 @@ def _lint(config: LintConfig, units: list[Unit], history: list[Unit],  # noqa: P
 
 def run_lint(args: argparse.Namespace) -> int:
     if args.explain or args.write_docs:
-        from pgsteady.migrate.lint import docs  # documentation only
+        from pgsteady.lint import docs  # documentation only
 
         if args.explain:
             sys.stdout.write(docs.explain(args.explain))
@@ -205,13 +207,13 @@ def run_lint(args: argparse.Namespace) -> int:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
     store = None
     if not (args.no_cache or args.dsn):
-        from pgsteady.migrate.lint import cache  # hashlib, json: not for --no-cache
+        from pgsteady.lint import cache  # hashlib, json: not for --no-cache
 
         store = cache.Cache(args.cache_dir or cache.default_folder(config))
     quick_key = None
     read = [*paths, *filter(None, [args.history])]
     if store is not None:
-        quick_key = cache.stat_key(config, (args.runner, args.history), read)
+        quick_key = cache.stat_key(config, (args.tool, args.history), read)
         hit = store.quick(quick_key) if quick_key else None
         if hit is not None:  # nothing touched since the last run: no file read
             report = LintReport(hit.reports, hit.runner, hit.skipped)
@@ -225,14 +227,14 @@ def run_lint(args: argparse.Namespace) -> int:
         report, runner, reason = _run(args, config, paths, store)
     out, err = _show(report, args, runner, reason)
     if store is not None and not report.syntax_errors:
-        quick.record(out, err, report.exit_code, read, config.source)
+        quick.record(out, _renamed.said(args) + err, report.exit_code, read, config.source)
     return report.exit_code
 
 
 def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
          store: cache.Cache | None) -> tuple[LintReport, str, str]:
     """Detect the runner, read the files, lint what the content cache does not know."""
-    from pgsteady.migrate.lint import runners  # layouts: not needed on a warm run
+    from pgsteady.lint import runners  # layouts: not needed on a warm run
 
     choice = _runner(args, config, paths)
     downs: list[Path] = []
@@ -253,7 +255,7 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     for index, file in broken.items():
         report.files[index] = file
     if args.dsn and not report.syntax_errors:
-        from pgsteady.migrate.lint import sizes  # psycopg: --dsn only
+        from pgsteady.lint import sizes  # psycopg: --dsn only
 
         report = sizes.annotate(report, args.dsn, config.large_table)
         report.runner = choice.runner

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-from pgsteady.cli import _args
+from pgsteady.cli import _args, _renamed
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, BadMigration, MigrationError
-from pgsteady.migrate import apply, history, layouts, repair, source, status
-from pgsteady.migrate.locks import Reach
+from pgsteady.migrate import apply, history, repair, source, status
 from pgsteady.migrate.source import Migration
+from pgsteady.sql.locks import Reach
+from pgsteady.tools import registry
 
 SCHEMA_VERSION = 1
 # Layouts whose versions are whole numbers in their history; others are text (1.2, names).
-NUMERIC = ("pgsteady", "goose", "golang-migrate", "tern")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +25,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                                       "PG* environment variables)")
     parser.add_argument("--dir", default="migrations",
                         help="folder of <version>_<name>.sql files (default: migrations)")
-    parser.add_argument("--layout", choices=("auto", *layouts.NAMES), default="auto",
+    parser.add_argument("--tool", choices=("auto", *registry.NAMES), default="auto",
                         help="whose folder layout and history table: pgsteady's or another "
                              "tool's (default: auto, detected from the files)")
+    _renamed.add_alias(parser, "--layout", "--tool", "tool", choices=("auto", *registry.NAMES))
     parser.add_argument("--history-table", default="", metavar="SCHEMA.NAME",
                         help="the history table (default: the layout's own, in public, e.g. "
                              "public.pgsteady_migrations); a role that cannot create in "
@@ -93,7 +93,8 @@ def register(verbs: Any) -> None:
 
 
 def dsn_of(args: argparse.Namespace) -> str:
-    return str(args.dsn or os.environ.get("PGSTEADY_DSN", ""))
+    """``--dsn``, else ``PGSTEADY_DSN``, else ``""``: libpq's PG* variables."""
+    return _args.dsn_from(args) or ""
 
 
 def policy_of(args: argparse.Namespace) -> apply.Policy:
@@ -117,7 +118,7 @@ def policy_of(args: argparse.Namespace) -> apply.Policy:
 
 def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
     return [{
-        "version": m.version if m.layout in NUMERIC else m.tag, "name": m.name,
+        "version": m.version if registry.get(m.layout).numeric else m.tag, "name": m.name,
         "file": str(m.path), "transactional": m.transactional,
         "statements": [{
             "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,
@@ -210,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
 def _pending_or_none(args: argparse.Namespace) -> int | None:
     """After a failure: how many migrations are still pending (None when that is unknown)."""
     try:
-        return len(apply.plan(dsn_of(args), source.load_dir(args.dir, args.layout),
+        return len(apply.plan(dsn_of(args), source.load_dir(args.dir, args.tool),
                               policy_of(args)))
     except Exception:  # the run already failed; its own error is what gets reported
         return None
@@ -222,7 +223,7 @@ def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
     # a run that applies connects while every file is checked (before anything runs)
     early = None if (args.status or args.accept or args.plan) else apply.EarlyConnection(dsn)
     try:
-        migrations = source.load_dir(args.dir, args.layout)
+        migrations = source.load_dir(args.dir, args.tool)
     except BaseException:
         if early is not None:
             early.discard()
@@ -247,7 +248,7 @@ def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
             print_plan(pending)
         return EXIT_OK
 
-    numeric = not migrations or migrations[0].layout in NUMERIC
+    numeric = not migrations or registry.get(migrations[0].layout).numeric
 
     def shown(done: apply.Applied) -> int | str:
         """The version as --plan and preflight show it: the tool's own where not a number."""

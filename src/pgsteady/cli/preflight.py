@@ -7,10 +7,11 @@ import json
 import sys
 from typing import Any
 
-from pgsteady.cli.migrate import NUMERIC, SCHEMA_VERSION, add_common, dsn_of, policy_of
+from pgsteady.cli.migrate import SCHEMA_VERSION, add_common, dsn_of, policy_of
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK
 from pgsteady.migrate import apply, source
 from pgsteady.migrate.preflight import Report
+from pgsteady.tools import registry
 
 
 def register(verbs: Any) -> None:
@@ -81,13 +82,13 @@ def print_report(report: Report, *, allow_unknown: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    migrations = source.load_dir(args.dir, args.layout)
+    migrations = source.load_dir(args.dir, args.tool)
     report = apply.run_preflight(dsn_of(args), migrations, policy_of(args))
     ok = report.clear or (report.ok and args.allow_unknown)
     if args.json:
         print(json.dumps({
             "schema_version": SCHEMA_VERSION, "ok": ok,
-            "pending": [{"version": m.version if m.layout in NUMERIC else m.tag,
+            "pending": [{"version": m.version if registry.get(m.layout).numeric else m.tag,
                          "name": m.name, "file": str(m.path)}
                         for m in report.pending],
             "blockers": [b.as_dict() for b in report.blockers],

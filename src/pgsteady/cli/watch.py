@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pgsteady.cli import _args
-from pgsteady.cli.exporter import add_sources, sources
+from pgsteady.cli import _args, _sources
 from pgsteady.errors import EXIT_OK, UsageError
 
 SCHEMA_VERSION = 1
@@ -34,7 +33,7 @@ def register(verbs: Any) -> None:
                     "(pending or firing, and for how long). Without a terminal, or with "
                     "--json-lines, one JSON object per interval.",
         epilog="exit codes: 0 stopped by Ctrl-C or --count reached, 2 usage error")
-    add_sources(parser)
+    _sources.add_sources(parser)
     parser.add_argument("--interval", type=_args.duration, default=1.0,
                         help="time between readings (default 1s, at least 100ms)")
     parser.add_argument("--count", type=_args.positive_int, default=None,
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scrape_timeout <= 0:
         raise UsageError("--scrape-timeout must be more than 0, e.g. 3s")
     config = load_config(Path(args.config) if args.config else None)
-    dsn, pgbouncer, pgbouncer_log = sources(args)
+    dsn, pgbouncer, pgbouncer_log = _sources.sources(args)
     # A slow read delays a frame rather than showing a live server as down.
     exporter = Exporter(dsn, pgbouncer, pgbouncer_log, timeout=args.scrape_timeout,
                         label="pgsteady-watch")
@@ -83,19 +82,12 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def refuse_misconfigured(scrape: Any) -> None:
-    """A source that can never answer as given (the admin console as --dsn) is a usage
-    error now, rather than a source shown down forever."""
-    if scrape.misconfigured:
-        raise UsageError(next(iter(scrape.misconfigured.values())))
-
-
 def _loop(exporter: Any, evaluator: Any, args: argparse.Namespace, show: Any) -> None:
     started = time.monotonic()
     shown = 0
     while args.count is None or shown < args.count:
         scrape = exporter.scrape(quiet=shown == 0)
-        refuse_misconfigured(scrape)
+        _sources.refuse_misconfigured(scrape)
         show(view_of(scrape, evaluator.update(scrape.values, scrape.at), evaluator,
                      started))
         shown += 1

@@ -23,8 +23,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Literal, Protocol, TypeVar, get_args
 
 import psycopg
 from psycopg.abc import Params, Query
@@ -35,9 +35,22 @@ from pgsteady.guards._quiet import QuietLog
 from pgsteady.guards.backends import Backend, MemoryBackend
 from pgsteady.settings import Duration, pg_interval, to_seconds
 
-if TYPE_CHECKING:
-    from pgsteady.arunner import AsyncDatabase
-    from pgsteady.runner import Database
+T = TypeVar("T")
+
+
+class Queryable(Protocol):
+    """What :func:`bounded` needs of a database: ``run(fn, deadline=...)`` calling ``fn`` with
+    a connection (``pgsteady.Database`` is one). Guards know no runner: the arrow points down."""
+
+    def run(self, fn: Callable[[psycopg.Connection[Any]], T], *,
+            deadline: float | None) -> T: ...
+
+
+class AsyncQueryable(Protocol):
+    """:class:`Queryable` for asyncio (``pgsteady.AsyncDatabase`` is one)."""
+
+    async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *,
+                  deadline: float | None) -> T: ...
 
 log = logging.getLogger("pgsteady.guards")
 
@@ -349,7 +362,7 @@ class _Bounds:
         return rows
 
 
-def bounded(db: Database, query: Query, params: Params | None = None, *,
+def bounded(db: Queryable, query: Query, params: Params | None = None, *,
             key: str | None = None, limiter: KeyedLimiter | None = None,
             statement_timeout: Duration = 5.0, lock_timeout: Duration = 1.0,
             max_rows: int = 1000, deadline: Duration = None, wait: Duration = None) -> Rows:
@@ -379,7 +392,7 @@ def bounded(db: Database, query: Query, params: Params | None = None, *,
         return db.run(work, deadline=bounds.left())
 
 
-async def abounded(db: AsyncDatabase, query: Query, params: Params | None = None, *,
+async def abounded(db: AsyncQueryable, query: Query, params: Params | None = None, *,
                    key: str | None = None, limiter: AsyncKeyedLimiter | None = None,
                    statement_timeout: Duration = 5.0, lock_timeout: Duration = 1.0,
                    max_rows: int = 1000, deadline: Duration = None,

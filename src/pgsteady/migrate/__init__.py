@@ -4,7 +4,7 @@ This module only re-exports; see ``source`` (where migrations come from), ``appl
 (transactions, timeouts, retries), ``preflight`` (who is in the way), ``analysis`` (what each
 statement locks) and ``testing`` (pytest helpers).
 
-Names are imported on first use, so ``layouts`` and ``lint`` load without psycopg.
+Names are imported on first use, so importing the package loads neither psycopg nor pglast.
 """
 
 from __future__ import annotations
@@ -17,21 +17,22 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pgsteady.migrate.alembic import run_alembic_migrations
-    from pgsteady.migrate.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
-    from pgsteady.migrate.apply import Applied, Policy, migrate, plan, run_preflight
+    from pgsteady.migrate.apply import migrate, plan, run_preflight
+    from pgsteady.migrate.policy import Applied, Policy
     from pgsteady.migrate.source import Migration, load_dir
+    from pgsteady.sql.analysis import LockMode, SqlSyntaxError, StatementInfo, Target, analyze
 
 # Where each name lives: imported on first use, so that `pgsteady lint` (which needs
 # none of them) does not pay for psycopg, psycopg_pool or pglast's AST at start-up.
 _SOURCES = {
-    "Applied": "pgsteady.migrate.apply",
-    "LockMode": "pgsteady.migrate.analysis",
+    "Applied": "pgsteady.migrate.policy",
+    "LockMode": "pgsteady.sql.analysis",
     "Migration": "pgsteady.migrate.source",
-    "Policy": "pgsteady.migrate.apply",
-    "SqlSyntaxError": "pgsteady.migrate.analysis",
-    "StatementInfo": "pgsteady.migrate.analysis",
-    "Target": "pgsteady.migrate.analysis",
-    "analyze": "pgsteady.migrate.analysis",
+    "Policy": "pgsteady.migrate.policy",
+    "SqlSyntaxError": "pgsteady.sql.analysis",
+    "StatementInfo": "pgsteady.sql.analysis",
+    "Target": "pgsteady.sql.analysis",
+    "analyze": "pgsteady.sql.analysis",
     "load_dir": "pgsteady.migrate.source",
     "migrate": "pgsteady.migrate.apply",
     "plan": "pgsteady.migrate.apply",

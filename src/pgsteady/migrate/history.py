@@ -5,7 +5,7 @@ pgsteady's own table (``pgsteady_migrations``) and each other tool's: ``_prisma_
 ``flyway_schema_history``, ``__diesel_schema_migrations``, sql-migrate's ``gorp_migrations``,
 tern's ``schema_version``; ``alembic_version`` is read only.
 Writing a tool's table exactly as the tool would lets a team keep its tool: after
-``pgsteady migrate --layout goose`` the goose CLI sees the same versions applied, and
+``pgsteady migrate --tool goose`` the goose CLI sees the same versions applied, and
 ``pgsteady preflight`` reads what that tool applied.
 
 A migration that runs outside a transaction is marked *started* first where the table can say
@@ -30,26 +30,15 @@ import psycopg
 from psycopg import sql
 
 from pgsteady.errors import MigrationError, UsageError
-from pgsteady.migrate import layouts, queries
+from pgsteady.migrate import queries
 from pgsteady.settings import default_label
+from pgsteady.tools import registry
+from pgsteady.tools.registry import Row
 
 if TYPE_CHECKING:
     from pgsteady.migrate.source import Migration
 
 log = logging.getLogger("pgsteady.migrate")
-
-DEFAULT_TABLES = {
-    "pgsteady": "pgsteady_migrations", "prisma": "_prisma_migrations",
-    "goose": "goose_db_version", "golang-migrate": "schema_migrations",
-    "dbmate": "schema_migrations", "flyway": "flyway_schema_history",
-    "diesel": "__diesel_schema_migrations", "sql-migrate": "gorp_migrations",
-    "tern": "schema_version", "alembic": "alembic_version",
-}
-_ORDER_BY = {"pgsteady": "version", "prisma": "started_at", "goose": "id",
-             "golang-migrate": "version", "dbmate": "version", "flyway": "installed_rank",
-             "diesel": "version", "sql-migrate": "id", "tern": "version",
-             "alembic": "version_num"}
-
 
 # A psycopg placeholder in a HISTORY_DML template, or an escaped percent sign.
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
@@ -64,22 +53,9 @@ class _Prepared:
     clock: bool = False  # returns the try's seconds (queries.TRY_SECONDS), one row always
 
 
-@dataclass(frozen=True)
-class Row:
-    """An applied (or started) migration as the history table has it, keyed by ``tag``."""
-
-    tag: str
-    name: str | None = None
-    checksum: str | None = None
-    finished: bool = True
-    #: The version as the table holds it, where that differs from ``tag`` (Flyway's ``1.0``
-    #: is the file ``V1__``'s row): what a change to the row must look for.
-    stored: str | None = None
-
-
 def parse_table(text: str, tool: str = "pgsteady") -> tuple[str, str]:
     """``schema.name`` or ``name`` (schema ``public``) -> (schema, name); UsageError if bad."""
-    parts = text.split(".") if text else [DEFAULT_TABLES[tool]]
+    parts = text.split(".") if text else [str(registry.get(tool).history_table)]
     if len(parts) == 1:
         parts = ["public", parts[0]]
     if len(parts) != 2 or not all(parts):
@@ -92,11 +68,12 @@ class Store:
     """One tool's history table in ``schema.table``."""
 
     def __init__(self, tool: str, schema: str = "public", table: str | None = None) -> None:
-        if tool not in DEFAULT_TABLES:
+        if tool not in registry.HISTORIES:
             raise UsageError(f"no history table known for {tool!r}")
         self.tool = tool
+        self.kept = registry.get(tool)
         self.schema = schema
-        self.table = table or DEFAULT_TABLES[tool]
+        self.table = table or str(self.kept.history_table)
         self._prepared: dict[str, _Prepared] = {}
         self._prepared_on: psycopg.Connection[Any] | None = None
 
@@ -105,8 +82,8 @@ class Store:
         return f"{self.schema}.{self.table}"
 
     def _statement(self, action: str) -> sql.Composed:
-        return queries.history_statement(queries.HISTORY_DML[(self.tool, action)],
-                                         self.schema, self.table)
+        return queries.history_statement(self.kept.history_dml[action], self.schema,
+                                         self.table)
 
     def exists(self, conn: psycopg.Connection[Any]) -> bool:
         name = sql.Identifier(self.schema, self.table).as_string(conn)
@@ -116,55 +93,13 @@ class Store:
     def raw(self, conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
         if not self.exists(conn):
             return []
-        query = queries.history_rows(self.schema, self.table, _ORDER_BY[self.tool])
+        query = queries.history_rows(self.schema, self.table, self.kept.history_order)
         return [r[0] for r in conn.execute(query).fetchall()]
 
     def applied(self, conn: psycopg.Connection[Any],
                 migrations: Sequence[Migration] = ()) -> dict[str, Row]:
         """Applied (or started and unfinished) migrations by tag, as the tool counts them."""
-        rows = self.raw(conn)
-        by_tag: dict[str, Row] = {}
-        if self.tool == "pgsteady":
-            for r in rows:
-                by_tag[str(r["version"])] = Row(str(r["version"]), r["name"], r["checksum"],
-                                                bool(r.get("finished", True)))
-        elif self.tool == "goose":
-            decided: set[int] = set()
-            for r in reversed(rows):  # the newest row of each version decides
-                version = int(r["version_id"])
-                if version in decided:
-                    continue
-                decided.add(version)
-                if r["is_applied"] and version != 0:
-                    by_tag[str(version)] = Row(str(version))
-        elif self.tool == "tern":
-            for r in rows[-1:]:  # one row: the current version; it and all below are applied
-                current = int(r["version"])
-                by_tag = {m.tag: Row(m.tag) for m in migrations if m.version <= current}
-                if current > 0:  # named even when no file has it (a folder behind the database)
-                    by_tag.setdefault(str(current), Row(str(current)))
-        elif self.tool == "sql-migrate":
-            by_tag = {str(r["id"]): Row(str(r["id"])) for r in rows}
-        elif self.tool == "golang-migrate":
-            for r in rows[-1:]:  # one row: the current version; everything below is applied
-                current = int(r["version"])
-                for m in migrations:
-                    if m.version < current:
-                        by_tag[m.tag] = Row(m.tag)
-                by_tag[str(current)] = Row(str(current), finished=not r["dirty"])
-        elif self.tool in ("dbmate", "diesel"):
-            by_tag = {str(r["version"]): Row(str(r["version"])) for r in rows}
-        elif self.tool == "flyway":
-            by_tag = _flyway_applied(rows, migrations)
-        elif self.tool == "prisma":
-            for r in rows:
-                if r["rolled_back_at"] is not None:
-                    continue
-                by_tag[r["migration_name"]] = Row(r["migration_name"], None, r["checksum"],
-                                                  r["finished_at"] is not None)
-        elif self.tool == "alembic":
-            by_tag = {str(r["version_num"]): Row(str(r["version_num"])) for r in rows}
-        return by_tag
+        return self.kept.read_history(self.raw(conn), migrations)
 
     def ensure(self, conn: psycopg.Connection[Any]) -> None:
         """Create the table as its tool would, if missing (call inside a transaction)."""
@@ -172,9 +107,8 @@ class Store:
             raise UsageError("pgsteady reads alembic_version but never writes it; run Alembic "
                              "through pgsteady.migrate.run_alembic_migrations instead")
         existed = self.exists(conn)
-        conn.execute(queries.history_statement(queries.HISTORY_DDL[self.tool], self.schema,
-                                               self.table))
-        seed = queries.HISTORY_SEED.get(self.tool)
+        conn.execute(queries.history_statement(self.kept.history_ddl, self.schema, self.table))
+        seed = self.kept.history_seed
         if seed and not existed:
             conn.execute(queries.history_statement(seed, self.schema, self.table))
         if self.tool == "pgsteady" and existed:
@@ -207,7 +141,7 @@ class Store:
     def unstart(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
         """Undo :meth:`start` after a clean failure (the statement did not take effect).
         golang-migrate stays dirty, as golang-migrate itself leaves it."""
-        if (self.tool, "unstart") in queries.HISTORY_DML:
+        if "unstart" in self.kept.history_dml:
             conn.execute(self._statement("unstart"), self._params(migration, 0, 0.0, False))
 
     def record(self, conn: psycopg.Connection[Any], migration: Migration, tries: int,
@@ -317,7 +251,7 @@ class Store:
                 row: Row | None = None) -> None:
         """Accept the file as it is now (``--accept`` of an edited or unfinished one); ``row``:
         its history row, found by the version the table holds."""
-        if (self.tool, "realign") in queries.HISTORY_DML:
+        if "realign" in self.kept.history_dml:
             params = self._params(migration, 0, 0.0, True)
             if row is not None and row.stored is not None:
                 params["tag"] = row.stored
@@ -327,39 +261,6 @@ class Store:
                                      f"{self.qualified} changed; see pgsteady migrate --status")
         else:  # the other tools keep no checksum: record it as applied
             self.record(conn, migration, 0, 0.0)
-
-
-def _flyway_applied(rows: Sequence[dict[str, Any]],
-                    migrations: Sequence[Migration]) -> dict[str, Row]:
-    """``flyway_schema_history`` as Flyway reads it (rows in ``installed_rank`` order).
-
-    Versions are compared as numbers (``MigrationVersion``): the row ``001`` or ``1.0`` is the
-    file ``V1__``'s, and is keyed by that file's tag. A successful ``DELETE`` row (what
-    ``flyway repair`` writes for a missing migration) cancels the latest row of its version; a
-    ``BASELINE`` row stands for every file up to its version; repeatable migrations (``R__``,
-    no version) and the schema-creation marker are not versions.
-    """
-    files = {m.order: m for m in migrations}
-    by_tag: dict[str, Row] = {}
-    for r in rows:
-        if r["version"] is None or r["type"] == "SCHEMA":
-            continue
-        text = str(r["version"])
-        order = layouts.flyway_order(text)
-        match = files.get(order) if order is not None else None
-        key = match.tag if match is not None else text
-        if r["type"] == "DELETE":
-            if r["success"]:
-                by_tag.pop(key, None)
-        elif r["type"] == "BASELINE":
-            for m in migrations:
-                if order is not None and m.order <= order:
-                    by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
-        else:
-            checksum = None if r["checksum"] is None else str(r["checksum"])
-            by_tag[key] = Row(key, r["description"], checksum, bool(r["success"]),
-                              None if text == key else text)
-    return by_tag
 
 
 def _new_id() -> str:

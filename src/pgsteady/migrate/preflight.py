@@ -1,7 +1,7 @@
 """Before migrating: which live sessions would block the pending statements, by name.
 
 For each pending statement, the relations it locks and the modes come from
-:mod:`~pgsteady.migrate.analysis` and :mod:`~pgsteady.migrate.resolve` (foreign keys' other
+:mod:`~pgsteady.sql.analysis` and :mod:`~pgsteady.migrate.resolve` (foreign keys' other
 tables, partitions, an index's table); ``pg_locks`` x ``pg_stat_activity`` then gives the
 sessions that hold or wait for a conflicting lock there. A session idle in an open
 transaction holds its locks until it commits, so it is a blocker at any age; an active query
@@ -29,14 +29,14 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pgsteady.migrate import queries
-from pgsteady.migrate.locks import LockMode, Target
 from pgsteady.migrate.source import Migration
 from pgsteady.settings import scrub
-from pgsteady.sqltext import shorten
+from pgsteady.sql.locks import LockMode, Target
+from pgsteady.sql.text import shorten
 
 if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
-    from pgsteady.migrate import opaque
-    from pgsteady.migrate.analysis import StatementInfo
+    from pgsteady.sql import opaque
+    from pgsteady.sql.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -203,7 +203,7 @@ def _readings(migration: Migration) -> dict[int, tuple[StatementInfo, opaque.Rea
     analysed = [(i, part.info) for i, part in enumerate(migration.parts) if part.info is not None]
     if not analysed:
         return {}
-    from pgsteady.migrate import opaque  # noqa: PLC0415 - only when needed
+    from pgsteady.sql import opaque  # noqa: PLC0415 - only when needed
 
     return {i: (info, opaque.read(info)) for i, info in analysed if opaque.needs_reading(info)}
 

@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 
 from pgsteady.errors import UsageError
-from pgsteady.migrate import apply, history, layouts, status
+from pgsteady.migrate import apply, history, status
 from pgsteady.migrate.source import Migration
+from pgsteady.tools import registry
 
 log = logging.getLogger("pgsteady.migrate")
 
@@ -72,11 +73,12 @@ def _entry_by_version(entries: dict[str, status.Entry], tag: str,
                       tool: str) -> status.Entry | None:
     """The entry ``tag`` names when it is not an entry's own tag (``--accept 1`` for
     ``0001``; for Flyway, any version Flyway compares as equal: ``1.0`` for ``1``)."""
-    wanted = layouts.flyway_order(tag) if tool == "flyway" else None
+    keyed = registry.get(tool)
+    wanted = keyed.version_key(tag)
     for entry in entries.values():
         if entry.migration is not None:
             if entry.migration.has_version(tag):
                 return entry
-        elif wanted is not None and layouts.flyway_order(entry.tag) == wanted:
+        elif wanted is not None and keyed.version_key(entry.tag) == wanted:
             return entry
     return None

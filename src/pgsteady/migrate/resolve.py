@@ -1,7 +1,7 @@
 """Lock targets, as written in a statement, -> the existing relations they lock, by oid.
 
-:mod:`~pgsteady.migrate.analysis` works on text; this follows each target's
-:class:`~pgsteady.migrate.analysis.Reach` through a live catalog: an index to its table, a
+:mod:`~pgsteady.sql.analysis` works on text; this follows each target's
+:class:`~pgsteady.sql.analysis.Reach` through a live catalog: an index to its table, a
 foreign key to its other table, a partitioned table to its partitions, a partition to its
 parent, a view to what it reads. Preflight, the blocker lookup after a failed try and the
 lock-oracle test all use this one function, so what is proven is what is used.
@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 
 from pgsteady.migrate import queries
-from pgsteady.migrate.analysis import LockMode, Reach, Target
+from pgsteady.sql.analysis import LockMode, Reach, Target
 
 # How each reach is said when naming why a relation is locked.
 _VIA: dict[Reach, str] = {

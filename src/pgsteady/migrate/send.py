@@ -33,8 +33,8 @@ from pgsteady.migrate import queries
 from pgsteady.settings import pg_interval
 
 if TYPE_CHECKING:
-    from pgsteady.migrate.analysis import StatementInfo
     from pgsteady.migrate.source import Migration
+    from pgsteady.sql.analysis import StatementInfo
 
 SEPARATOR = "\n;\n"  # a statement may end in a -- comment
 _NOT_A_STATEMENT = -1

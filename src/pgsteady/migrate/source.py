@@ -26,23 +26,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pgsteady import sqltext
 from pgsteady.errors import BadMigration
-from pgsteady.migrate import classify, layouts
-from pgsteady.migrate.classify import ParseError, fingerprint
+from pgsteady.sql import classify
+from pgsteady.sql import text as sqltext
+from pgsteady.sql.classify import ParseError, fingerprint
+from pgsteady.tools import registry, sqlx
 
 if TYPE_CHECKING:
-    from pgsteady.migrate.analysis import StatementInfo
+    from pgsteady.sql.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
 DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
 DIRECTIVES = frozenset({"no-transaction"})
 NO_TRANSACTION = "no-transaction"
-#: Layouts whose tool runs a no-transaction file statement by statement, each committing on its
-#: own (goose, Flyway, sql-migrate, tern): such a file may hold several statements, in steps.
-STEPWISE = frozenset({"goose", "flyway", "sql-migrate", "tern"})
-_TOOL_NAMES = {"prisma": "Prisma", "golang-migrate": "golang-migrate", "diesel": "Diesel"}
 
 
 @dataclass(frozen=True)
@@ -94,9 +91,7 @@ class Migration:
 
     @property
     def label(self) -> str:
-        if self.layout == "prisma":
-            return self.tag
-        return self.path.parent.name if self.layout == "diesel" else self.path.name
+        return registry.get(self.layout).label(self.path, self.tag)
 
     def where(self, statement: StatementInfo) -> str:
         return f"{self.path}:{statement.line}"
@@ -105,23 +100,19 @@ class Migration:
         """Whether ``text`` (``--accept``, ``--baseline``, a history row) is this migration's
         version as its tool reads it: its tag or number; for Flyway, any text Flyway compares
         as equal (``001``, ``1.0`` and ``1`` are one version)."""
-        if self.layout == "flyway":
-            return layouts.flyway_order(text) == self.order
-        if self.layout == "diesel":
-            text = text.replace("-", "")
-        return text in (self.tag, str(self.version))
+        return registry.get(self.layout).has_version(text, self.tag, self.version, self.order)
 
 
 _SKIPS_NAMED = 10  # a wrong --dir names a few strays, not every file in it
 
 
-def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
+def scan_dir(directory: str | Path, layout: str = "auto") -> registry.Scan:
     """The folder's files as ``layout`` (``auto``: detected), skipped entries logged."""
     try:
-        listing = layouts.Listing.of(directory)  # listed and read once for both
-        name = layouts.detect(directory, listing) if layout == "auto" else layout
-        found = layouts.scan(directory, name, listing)
-    except layouts.LayoutError as exc:
+        listing = registry.Listing.of(directory)  # listed and read once for both
+        name = registry.detect(directory, listing) if layout == "auto" else layout
+        found = registry.scan(directory, name, listing)
+    except registry.LayoutError as exc:
         raise BadMigration(str(exc) + _fits_hint(directory, layout)) from None
     said = [skipped for skipped in found.skipped if skipped.said]
     if layout != "auto" and said and not found.files:
@@ -140,21 +131,21 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> layouts.Scan:
 def _fits(directory: str | Path, layout: str) -> str | None:
     """The layout the folder reads as, when detection names one other than ``layout``."""
     try:
-        fits = layouts.detect(directory)
-    except (layouts.LayoutError, OSError):
+        fits = registry.detect(directory)
+    except (registry.LayoutError, OSError):
         return None
     return fits if fits not in ("pgsteady", layout) else None
 
 
 def _fits_hint(directory: str | Path, layout: str) -> str:
-    """`` (the folder reads as flyway: ...)`` after a --layout's refusal of a file."""
+    """`` (the folder reads as flyway: ...)`` after a --tool's refusal of a file."""
     fits = _fits(directory, layout) if layout != "auto" else None
     return (f" (the folder reads as {fits}: pass --layout {fits} or leave --layout out)"
             if fits else "")
 
 
-def _no_file_of(directory: str | Path, layout: str, said: list[layouts.Skipped]) -> str:
-    """One line for a --layout that fits none of the folder's files, naming the one that
+def _no_file_of(directory: str | Path, layout: str, said: list[registry.Skipped]) -> str:
+    """One line for a --tool that fits none of the folder's files, naming the one that
     does when detection finds it."""
     fits = _fits(directory, layout)
     first = said[0]
@@ -167,7 +158,7 @@ def _no_file_of(directory: str | Path, layout: str, said: list[layouts.Skipped])
 def load_dir(directory: str | Path, layout: str = "auto") -> list[Migration]:
     """Every migration in ``directory``, in version order; BadMigration on the first problem.
 
-    ``layout`` is one of :data:`~pgsteady.migrate.layouts.NAMES`, or ``auto``.
+    ``layout`` is one of :data:`~pgsteady.tools.registry.NAMES`, or ``auto``.
     """
     return [load(file) for file in scan_dir(directory, layout).files]
 
@@ -175,14 +166,14 @@ def load_dir(directory: str | Path, layout: str = "auto") -> list[Migration]:
 def load_file(path: Path, version: int, name: str) -> Migration:
     """One pgsteady-layout file."""
     try:
-        text = layouts.read(path)
-    except layouts.LayoutError as exc:
+        text = registry.read(path)
+    except registry.LayoutError as exc:
         raise BadMigration(str(exc)) from None
-    return load(layouts.MigrationFile("pgsteady", version, str(version), (version,), name, path,
-                                      layouts.UpPart(text), True, text))
+    return load(registry.MigrationFile("pgsteady", version, str(version), (version,), name, path,
+                                      registry.UpPart(text), True, text))
 
 
-def load(file: layouts.MigrationFile) -> Migration:
+def load(file: registry.MigrationFile) -> Migration:
     """Parse and check one file of any layout; its statements keep file lines."""
     path, text = file.path, file.text
     if file.elsewhere is not None:
@@ -207,25 +198,24 @@ def load(file: layouts.MigrationFile) -> Migration:
                                f"one or delete the file")
         transactional = True  # other tools record an empty migration: so does pgsteady
     _check_statements(path, statements, transactional, file.layout)
-    checksum = hashlib.sha256(text.encode()).hexdigest()
-    if file.layout == "flyway":
-        checksum = str(layouts.flyway_checksum(text))
+    checksum = (registry.get(file.layout).checksum(text)
+                or hashlib.sha256(text.encode()).hexdigest())
     return Migration(file.version, file.name, path, file.up.text, transactional,
                      tuple(statements), checksum, file.tag, file.layout, file.order)
 
 
-def statements_of(path: Path, up: layouts.UpPart) -> list[StatementInfo]:
+def statements_of(path: Path, up: registry.UpPart) -> list[StatementInfo]:
     """The statements of an Up part, analysed (:func:`parts_of`, then each one's analysis)."""
     return [part.info if part.info is not None else _analysed(part)
             for part in parts_of(path, up)]
 
 
-def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
+def parts_of(path: Path, up: registry.UpPart) -> list[Part]:
     """The statements of an Up part, in one linear pass: each is cut out by the scanner and
     parsed alone, so time is linear in the file and memory bounded by its largest statement.
     Lines are the file's; parse trees are kept only where ``apply`` needs them.
 
-    Plain statements (:mod:`~pgsteady.migrate.classify`) are analysed only when asked.
+    Plain statements (:mod:`~pgsteady.sql.classify`) are analysed only when asked.
     Statements that differ only in constants (a bulk of INSERTs) have one fingerprint, parsed
     by PostgreSQL's own parser in C: such a statement is classified (and, if not plain,
     analysed) once, the rest reuse that.
@@ -255,7 +245,7 @@ def parts_of(path: Path, up: layouts.UpPart) -> list[Part]:
                 out.append(Part(statement.sql, up.file_line(chunk.line + statement.line - 1),
                                 statement.col + (chunk.col - 1 if statement.line == 1 else 0)))
             continue
-        from pgsteady.migrate.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - needed
+        from pgsteady.sql.analysis import SqlSyntaxError, analyze  # noqa: PLC0415 - needed
 
         try:
             found = analyze(chunk.text)
@@ -284,7 +274,7 @@ def _fingerprint(text: str) -> str | None:
 
 def _analysed(part: Part) -> StatementInfo:
     """A plain statement's analysis, placed where the statement is in its file."""
-    from pgsteady.migrate.analysis import analyze  # noqa: PLC0415 - only when asked
+    from pgsteady.sql.analysis import analyze  # noqa: PLC0415 - only when asked
 
     [info] = analyze(part.sql)
     return replace(info, sql=part.sql, line=part.line, col=part.col, node=None)
@@ -323,7 +313,7 @@ def _unwrap(statements: list[Part]) -> list[Part]:
 def _directives(path: Path, text: str) -> set[str]:
     """Directives from the header; an unknown or misplaced one is an error."""
     found: set[str] = set()
-    if layouts.SQLX_NO_TRANSACTION.match(text):
+    if sqlx.no_transaction(text):
         found.add(NO_TRANSACTION)
     in_header = True
     for number, line in enumerate(text.splitlines(), start=1):
@@ -369,7 +359,7 @@ def _check_statements(path: Path, parts: Iterable[Part],
             raise BadMigration(
                 f"{path}:{statement.line}: CREATE INDEX CONCURRENTLY needs an index name, so "
                 f"an invalid index left by a failed try can be found and dropped; name it")
-    if not transactional and len(parts) != 1 and layout not in STEPWISE:
+    if not transactional and len(parts) != 1 and not registry.get(layout).stepwise:
         raise BadMigration(
             f"{path}:{parts[1].line if len(parts) > 1 else 1}: a "
             f"'{NO_TRANSACTION}' migration must hold exactly one statement, so a failure cannot "
@@ -378,22 +368,12 @@ def _check_statements(path: Path, parts: Iterable[Part],
 
 def tool_name(layout: str) -> str:
     """The layout's tool as people write it (Prisma, Flyway, goose)."""
-    return {"flyway": "Flyway", **_TOOL_NAMES}.get(layout, layout)
+    return registry.get(layout).display if layout in registry.NAMES else layout
 
 
 def _alone_hint(layout: str) -> str:
-    if layout == "goose":
-        return "put it in its own file with '-- +goose NO TRANSACTION'"
-    if layout == "dbmate":
-        return "put it in its own file whose up line says '-- migrate:up transaction:false'"
-    if layout == "flyway":
-        return "put it in its own script with executeInTransaction=false in <script>.conf"
-    if layout == "sql-migrate":
-        return "put it in its own file whose up line says '-- +migrate Up notransaction'"
-    if layout == "tern":
-        return "put it in a file whose first line is '---- tern: disable-tx ----'"
-    if layout == "diesel":
-        return "Diesel runs it outside a transaction only when it is alone in up.sql and " \
-               "metadata.toml says run_in_transaction = false; give it a migration of its own"
+    hint = registry.get(layout).alone_hint if layout in registry.NAMES else None
+    if hint is not None:
+        return hint
     return f"{tool_name(layout)} runs it outside a transaction only when it " \
            f"is alone in its file; move it to a migration of its own"

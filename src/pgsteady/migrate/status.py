@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pgsteady.migrate.history import Row
 from pgsteady.migrate.source import Migration
+from pgsteady.tools import registry
+from pgsteady.tools.registry import Row
 
 APPLIED = "applied"
 PENDING = "pending"
@@ -81,7 +82,7 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
             entries.append(Entry(migration.tag, state, migration, row,
                                  "started, never finished; it ran outside a transaction"))
         elif row.name is not None and row.name != migration.name and \
-                migration.layout in ("pgsteady", "flyway"):
+                registry.get(migration.layout).keeps_names:
             entries.append(Entry(migration.tag, CHANGED, migration, row,
                                  f"applied as {row.name!r}, the file now says "
                                  f"{migration.name!r}"))

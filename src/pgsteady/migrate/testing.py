@@ -26,9 +26,9 @@ from psycopg import sql
 
 from pgsteady.errors import MigrationError
 from pgsteady.migrate import queries
-from pgsteady.migrate.analysis import LockMode
 from pgsteady.migrate.apply import Policy, connect, migrate, store_of
 from pgsteady.migrate.source import Migration, load_dir
+from pgsteady.sql.analysis import LockMode
 
 
 class LockHolder:

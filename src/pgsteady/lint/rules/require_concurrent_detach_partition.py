@@ -1,0 +1,34 @@
+"""DETACH PARTITION without CONCURRENTLY takes ACCESS EXCLUSIVE on the partitioned table.
+
+A plain ``ALTER TABLE parent DETACH PARTITION child`` locks the whole partitioned table
+(every partition's readers and writers wait) and queues behind any query on it. From
+PostgreSQL 14, ``DETACH PARTITION ... CONCURRENTLY`` takes only SHARE UPDATE EXCLUSIVE on the
+parent and waits for running queries instead of blocking new ones. It cannot run inside a
+transaction block, so give it a migration of its own that the runner runs outside one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+
+ID = "require-concurrent-detach-partition"
+MESSAGE = "DETACH PARTITION without CONCURRENTLY locks the whole partitioned table"
+HELP = ("Detach without blocking queries, outside a transaction block: "
+        "ALTER TABLE parent DETACH PARTITION child CONCURRENTLY;")
+MIN_PG_VERSION = 14
+STATEMENTS = ("AlterTableStmt.AT_DetachPartition",)
+SIZE_AWARE = True
+
+
+def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
+    relation = stmt.get("relation") or {}
+    if ctx.is_new_table(relation):
+        return
+    for subtype, cmd in alter_commands(stmt):
+        partition = (cmd.get("def") or {}).get("PartitionCmd", {})
+        if subtype == "AT_DetachPartition" and not partition.get("concurrent"):
+            child = qualified(partition.get("name") or {"relname": "?"})
+            yield Hit(f"{child} from {qualified(relation)}", table=table_ref(relation),
+                      command=cmd)

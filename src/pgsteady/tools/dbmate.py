@@ -1,0 +1,96 @@
+"""dbmate: ``<version>_<name>.sql`` with ``-- migrate:up`` / ``-- migrate:down``; one
+transaction unless the up line says ``transaction:false``. History in ``schema_migrations``
+(one column: the version as the file writes it)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pgsteady.tools._base import (
+    FlatTool,
+    LayoutError,
+    MigrationFile,
+    Skipped,
+    UpPart,
+    check_version,
+    lines_between,
+    named,
+    read,
+    sql_file,
+)
+from pgsteady.tools.pgsteady import NUMBERED
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import LiteralString
+
+    from pgsteady.tools._base import Entry
+
+_MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
+
+
+def dbmate_up(path: Path, text: str) -> tuple[UpPart, bool]:
+    """dbmate: the lines after ``-- migrate:up`` up to ``-- migrate:down``."""
+    up_line: int | None = None
+    down_line: int | None = None
+    transactional = True
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _MARK.match(line.strip())
+        if match is None:
+            continue
+        if match["what"].lower() == "up" and up_line is None:
+            up_line = number
+            options = match["options"].replace(" ", "").lower()
+            transactional = "transaction:false" not in options
+        elif match["what"].lower() == "down" and down_line is None:
+            down_line = number
+    if up_line is None:
+        raise LayoutError(f"{path}:1: no '-- migrate:up' line; dbmate needs one before the "
+                           f"up statements")
+    if down_line is not None and down_line < up_line:
+        raise LayoutError(f"{path}:{down_line}: '-- migrate:down' comes before "
+                           f"'-- migrate:up'; dbmate requires the up block first")
+    return UpPart(lines_between(text, up_line + 1, down_line), up_line + 1), transactional
+
+
+# The history statements (action -> statement; {} is the qualified table name, values are
+# parameters).
+_HISTORY_DML: dict[str, LiteralString] = {
+    "record": "INSERT INTO {} (version) VALUES (%(tag)s) ON CONFLICT DO NOTHING",
+    "forget": "DELETE FROM {} WHERE version = %(tag)s",
+}
+
+
+class Dbmate(FlatTool):
+    name = "dbmate"
+    display = "dbmate"
+    alone_hint = "put it in its own file whose up line says '-- migrate:up transaction:false'"
+    history_table = "schema_migrations"
+    history_order = "version"
+    history_ddl = "CREATE TABLE IF NOT EXISTS {} (version varchar(128) PRIMARY KEY)"
+    history_dml = _HISTORY_DML
+
+    def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
+        return dbmate_up(path, text)
+
+    def file(self, path: Path, skipped: list[Skipped],
+             heads: dict[Path, bytes]) -> MigrationFile | None:
+        if not sql_file(path, skipped):
+            return None
+        match = named(path, NUMBERED, "<version>_<name>.sql", skipped)
+        if match is None:
+            return None
+        text = read(path, heads)
+        version = check_version(path, match["version"])
+        up, transactional = dbmate_up(path, text)
+        return MigrationFile(self.name, version, match["version"], (version,), match["name"],
+                             path, up, transactional, text)
+
+    def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
+        return entry.is_file and NUMBERED.match(entry.name) is not None and re.search(
+            r"^\s*--\s*migrate:up\b", head(), re.IGNORECASE | re.MULTILINE) is not None
+
+
+TOOL = Dbmate()

@@ -1,0 +1,210 @@
+"""Flyway: ``V<version>__<description>.sql`` (``1``, ``1.2``, ``1_2`` = ``1.2``; compared as
+Flyway compares them, ``001`` = ``1`` = ``1.0``, and written as the file writes them), one
+transaction unless its statements cannot run in one (Flyway spots ``CREATE INDEX
+CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one; it refuses
+a script mixing them with other statements); ``executeInTransaction=true|false`` in a
+``<file>.conf`` next to it or in a ``-- flyway:executeInTransaction=...`` header decides
+instead. Repeatable (``R__``), undo (``U``) and baseline (``B``) scripts are reported as
+skipped. History in ``flyway_schema_history``, with Flyway's CRC32 checksum; ``flyway
+repair``'s DELETE rows, BASELINE rows and repeatable rows are read as Flyway reads them."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+
+from pgsteady.tools._base import (
+    THIS_TRY_MS,
+    FlatTool,
+    MigrationFile,
+    Row,
+    Skipped,
+    UpPart,
+    check_version,
+    named,
+    read,
+    sql_file,
+)
+
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any, LiteralString
+
+    from pgsteady.tools._base import Entry, Versioned
+
+NAME = re.compile(r"^V(?P<version>[0-9]+(?:[._][0-9]+)*)__(?P<name>.+)\.sql$")
+_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
+_VERSION_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+_HEADER = re.compile(r"^--\s*flyway:executeInTransaction\s*=\s*(?P<value>\w+)\s*$",
+                     re.IGNORECASE)
+
+
+def flyway_transactional(path: Path, text: str) -> bool | None:
+    """Flyway: ``executeInTransaction`` from the script's .conf or header; None when neither
+    says, and Flyway decides from the statements (in a transaction unless one cannot run in
+    one: the caller, who has parsed them, applies that)."""
+    conf = path.with_name(path.name + ".conf")
+    settings = conf.read_text(encoding="utf-8") if conf.is_file() else ""
+    for line in settings.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "executeInTransaction":
+            return value.strip().lower() != "false"
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("--"):
+            break
+        match = _HEADER.match(stripped)
+        if match is not None:
+            return match["value"].lower() != "false"
+    return None
+
+
+def flyway_checksum(text: str) -> int:
+    """Flyway's checksum of a script: CRC32 over its lines without line breaks, as a signed
+    32-bit number (what ``flyway_schema_history.checksum`` holds)."""
+    crc = 0
+    for line in re.split(r"\r\n|\r|\n", text.removeprefix("\ufeff")):
+        crc = zlib.crc32(line.encode("utf-8"), crc)
+    return crc - 2**32 if crc >= 2**31 else crc
+
+
+def flyway_version(digits: str) -> tuple[str, tuple[int, ...]]:
+    """``1_2`` -> ("1.2", (1, 2)), ``001`` -> ("001", (1,)): Flyway's display text (the file's
+    digits, ``_`` read as ``.``; what ``flyway_schema_history.version`` holds) and its order."""
+    text = digits.replace("_", ".")
+    order = flyway_order(text)
+    assert order is not None  # the file name pattern admits digits and separators only
+    return text, order
+
+
+def flyway_order(text: str) -> tuple[int, ...] | None:
+    """A Flyway version as Flyway compares it (``MigrationVersion``): numbers split on ``.``,
+    trailing zeros dropped, so ``001`` = ``1`` = ``1.0`` and ``1.10`` > ``1.9``. Dropping them
+    makes tuple order Flyway's order. None for text Flyway would not read as a version."""
+    if not _VERSION_TEXT.fullmatch(text):
+        return None
+    parts = [int(p) for p in text.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+# The history statements (action -> statement; {} is the qualified table name, values are
+# parameters).
+_HISTORY_DML: dict[str, LiteralString] = {
+    "record": """
+INSERT INTO {} (installed_rank, version, description, type, script, checksum, installed_by,
+            execution_time, success)
+SELECT coalesce(max(installed_rank), 0) + 1, %(tag)s, %(name)s, %(type)s, %(script)s,
+   %(checksum)s, current_user, %(duration_ms)s + """ + THIS_TRY_MS + """, true
+FROM {}""",
+    "forget": "DELETE FROM {} WHERE version = %(tag)s",
+    # as `flyway repair` would leave it: the file's checksum, and a failed row as applied
+    "realign": "UPDATE {} SET checksum = %(checksum)s, description = %(name)s, "
+               "success = true WHERE version = %(tag)s",
+}
+
+
+class Flyway(FlatTool):
+    name = "flyway"
+    display = "Flyway"
+    stepwise = True
+    keeps_names = True
+    same_version_note = (" (to Flyway, versions that differ only in leading or trailing zeros "
+                         "are one)")
+    alone_hint = "put it in its own script with executeInTransaction=false in <script>.conf"
+    history_table = "flyway_schema_history"
+    history_order = "installed_rank"
+    history_ddl = """
+CREATE TABLE IF NOT EXISTS {} (
+    installed_rank integer NOT NULL PRIMARY KEY,
+    version varchar(50),
+    description varchar(200) NOT NULL,
+    type varchar(20) NOT NULL,
+    script varchar(1000) NOT NULL,
+    checksum integer,
+    installed_by varchar(100) NOT NULL,
+    installed_on timestamp NOT NULL DEFAULT now(),
+    execution_time integer NOT NULL,
+    success boolean NOT NULL
+)"""
+    history_dml = _HISTORY_DML
+
+    def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
+        return UpPart(text), flyway_transactional(path, text)
+
+    def file(self, path: Path, skipped: list[Skipped],
+             heads: dict[Path, bytes]) -> MigrationFile | None:
+        name = path.name
+        if name.endswith(".sql.conf"):
+            return None  # a script's settings, read with the script
+        if not sql_file(path, skipped):
+            return None
+        if _OTHER.match(name):
+            skipped.append(Skipped(path, "a Flyway repeatable, undo or baseline script; only "
+                                         "versioned V<version>__<name>.sql scripts are run"))
+            return None
+        match = named(path, NAME, "V<version>__<description>.sql", skipped)
+        if match is None:
+            return None
+        text = read(path, heads)
+        tag, order = flyway_version(match["version"])
+        version = check_version(path, str(order[0]))
+        for part in order:
+            check_version(path, str(part))
+        label = match["name"].replace("_", " ")
+        return MigrationFile(self.name, version, tag, order, label, path, UpPart(text),
+                             flyway_transactional(path, text), text)
+
+    def key(self, found: MigrationFile) -> str:
+        # Flyway's 1, 001 and 1.0 are one version (it refuses such a folder too)
+        return ".".join(map(str, found.order))
+
+    def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
+        return NAME.match(entry.name) is not None
+
+    def has_version(self, text: str, tag: str, version: int, order: tuple[int, ...]) -> bool:
+        return flyway_order(text) == order
+
+    def version_key(self, text: str) -> object:
+        return flyway_order(text)
+
+    def checksum(self, text: str) -> str | None:
+        return str(flyway_checksum(text))
+
+    def read_history(self, rows: Sequence[dict[str, Any]],
+                     migrations: Sequence[Versioned]) -> dict[str, Row]:
+        """``flyway_schema_history`` as Flyway reads it (rows in ``installed_rank`` order).
+
+        Versions are compared as numbers (``MigrationVersion``): the row ``001`` or ``1.0`` is
+        the file ``V1__``'s, and is keyed by that file's tag. A successful ``DELETE`` row (what
+        ``flyway repair`` writes for a missing migration) cancels the latest row of its
+        version; a ``BASELINE`` row stands for every file up to its version; repeatable
+        migrations (``R__``, no version) and the schema-creation marker are not versions.
+        """
+        files = {m.order: m for m in migrations}
+        by_tag: dict[str, Row] = {}
+        for r in rows:
+            if r["version"] is None or r["type"] == "SCHEMA":
+                continue
+            text = str(r["version"])
+            order = flyway_order(text)
+            match = files.get(order) if order is not None else None
+            key = match.tag if match is not None else text
+            if r["type"] == "DELETE":
+                if r["success"]:
+                    by_tag.pop(key, None)
+            elif r["type"] == "BASELINE":
+                for m in migrations:
+                    if order is not None and m.order <= order:
+                        by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
+            else:
+                checksum = None if r["checksum"] is None else str(r["checksum"])
+                by_tag[key] = Row(key, r["description"], checksum, bool(r["success"]),
+                                  None if text == key else text)
+        return by_tag
+
+
+TOOL = Flyway()

@@ -1,0 +1,32 @@
+"""sqitch: a ``sqitch.plan`` beside ``deploy/``, whose scripts carry their own ``BEGIN`` /
+``COMMIT`` (sqitch adds no transaction). ``pgsteady lint`` judges them; migrate does not run
+them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pgsteady.tools._base import Tool, UpPart
+
+
+class Sqitch(Tool):
+    name = "sqitch"
+    display = "sqitch"
+    layout = False
+
+    def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
+        return UpPart(text), False  # none added: the scripts carry BEGIN/COMMIT
+
+
+def plan_in(place: Path) -> bool:
+    """Whether ``place`` holds a sqitch project (its ``sqitch.plan``)."""
+    return (place / "sqitch.plan").is_file()
+
+
+def deploy_files(folder: Path) -> list[Path]:
+    """The deploy scripts of a sqitch project (``deploy/``, or the folder itself), sorted."""
+    deploy = folder / "deploy" if (folder / "deploy").is_dir() else folder
+    return sorted(p for p in deploy.rglob("*.sql") if p.is_file())
+
+
+TOOL = Sqitch()
