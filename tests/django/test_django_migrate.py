@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import psycopg
-
 from conftest import run_manage, start_manage
 
 from pgsteady.migrate.testing import LockHolder
