@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pgsteady.errors import (
     BadMigration,
+    CannotConnect,
     MigrationBlocked,
     MigrationError,
     PgsteadyError,
@@ -27,11 +28,13 @@ from pgsteady.migrate.apply import (
     with_lock_retries,
 )
 from pgsteady.migrate.layouts import UpPart
+from pgsteady.migrate.lint import output as lint_output
 from pgsteady.migrate.lint import runners as lint_runners
+from pgsteady.migrate.lint import sizes as lint_sizes
 from pgsteady.migrate.lint.config import LintConfig, load_config
 from pgsteady.migrate.lint.engine import Linter
 from pgsteady.migrate.lint.files import Unit
-from pgsteady.migrate.lint.report import FileReport, Finding, LintReport
+from pgsteady.migrate.lint.report import FileReport, Finding, LintReport, SyntaxProblem
 from pgsteady.migrate.preflight import Blocker, Report
 from pgsteady.migrate.source import Migration, parts_of
 from pgsteady.migrate.watch import BlockerWatch
@@ -43,6 +46,7 @@ __all__ = [
     "BadMigration",
     "Blocker",
     "BlockerWatch",
+    "CannotConnect",
     "FileReport",
     "Finding",
     "LintConfig",
@@ -55,12 +59,15 @@ __all__ = [
     "Policy",
     "Report",
     "SessionSettings",
+    "SyntaxProblem",
     "Unit",
     "UpPart",
     "UsageError",
     "backstop",
     "describe_pg_error",
+    "lint_output",
     "lint_runners",
+    "lint_sizes",
     "load_config",
     "parts_of",
     "pg_error",

@@ -35,6 +35,9 @@ tern               one per file unless ``---- tern: disable-tx ----``;  no
 sqitch             none added: ``deploy/`` scripts carry BEGIN/COMMIT    no
 alembic-sql        none added: ``alembic upgrade --sql`` writes them     no
 plain              none (``psql -f``: each statement commits)           no
+django             one per migration unless ``atomic = False`` (then     with ENGINE
+                   each statement commits); the SQL is Django's own      pgsteady.django
+                   (``sqlmigrate``), see :func:`django_unit`
 =================  ==================================================  ===============
 """
 
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
     from typing import Final
 
 #: Profiles lint knows; the first nine are :data:`pgsteady.migrate.layouts.NAMES`.
-NAMES = (*layouts.NAMES, "popx", "sqitch", "alembic-sql", "plain")
+NAMES = (*layouts.NAMES, "popx", "sqitch", "alembic-sql", "plain", "django")
 #: Profiles whose tool sets lock_timeout and statement_timeout itself.
 SETS_TIMEOUTS = frozenset({"pgsteady"})
 _ALEMBIC = re.compile(r"\balembic_version\b")
@@ -374,3 +377,39 @@ def history_for(folder: str, checked: list[Path], runner: str) -> list[Unit]:
     firsts = [resolved.index(c.resolve()) for c in checked if c.resolve() in resolved]
     before = files[:min(firsts)] if firsts else files
     return load(before, runner)[0]
+
+
+# -- django (to move to tools/django.py) ----------------------------------------------------
+
+#: What to do in a Django migration instead, by rule id: appended to the rule's help.
+DJANGO_HELP = {
+    "require-concurrent-index-creation": "Django: AddIndexConcurrently "
+    "(django.contrib.postgres.operations) in a migration with atomic = False",
+    "require-concurrent-index-deletion": "Django: RemoveIndexConcurrently "
+    "(django.contrib.postgres.operations) in a migration with atomic = False",
+    "concurrently-in-transaction": "Django: set atomic = False on the migration",
+    "constraint-missing-not-valid": "Django: AddConstraintNotValid, then ValidateConstraint "
+    "in the next migration (django.contrib.postgres.operations)",
+    "validate-in-same-transaction": "Django: ValidateConstraint in the next migration",
+    "ban-drop-column": "Django: remove the field from the model in one release "
+    "(SeparateDatabaseAndState, state_operations only), drop the column in a later one",
+    "ban-drop-table": "Django: delete the model from the code first "
+    "(SeparateDatabaseAndState), drop the table in a later release",
+    "renaming-column": "Django: add the new field, write both, backfill, then remove the old "
+    "one; or keep the column name with db_column=",
+    "renaming-table": "Django: keep the table name with Meta.db_table=",
+    "adding-required-field": "Django: give the field a default (or db_default=, Django 5+)",
+    "dropping-new-column-default": "Django 5+: db_default= on the field keeps the default in "
+    "the database",
+    "changing-column-type": "Django: add a field of the new type, backfill, switch the code, "
+    "remove the old field",
+    "require-lock-timeout": "Django: ENGINE \"pgsteady.django\" runs every migration under a "
+    "short lock_timeout, with retries",
+    "require-statement-timeout": "Django: ENGINE \"pgsteady.django\" sets statement_timeout",
+}
+
+
+def django_unit(display: str, sql: str, *, atomic: bool, engine_sets_timeouts: bool) -> Unit:
+    """A Django migration's SQL as Django runs it: one transaction unless ``atomic = False``
+    (then each statement commits on its own); timeouts set when the ENGINE is pgsteady's."""
+    return Unit(display, sql, atomic, engine_sets_timeouts)
