@@ -72,3 +72,46 @@ def test_preflight_names_the_blocker_then_clears(db, pgsteady_lock_holder):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok: 2 pending migration(s), nobody in their way" in result.stdout
 
+
+
+def test_pgsteady_lint_runner_django_from_the_project_folder(db):
+    """pgsteady lint --runner django --django-settings lints every migration of the project
+    (each its own change): the add-field pattern in 0002 is found at its operation."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLE, _environ
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pgsteady", "lint", "--runner", "django", "--django-settings",
+         "mysite.settings", "--no-cache"], cwd=EXAMPLE, capture_output=True, text=True,
+        timeout=120, check=False, env=_environ(db, {}))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith(
+        "shop/migrations/0002_product_in_stock.py:8:9 dropping-new-column-default")
+    assert "runner profile django (3 migration(s) of mysite.settings)" in result.stderr
+    narrowed = subprocess.run(
+        [sys.executable, "-m", "pgsteady", "lint", "--runner", "django", "--no-cache",
+         "shop/migrations/0003_product_name_idx.py"], cwd=EXAMPLE, capture_output=True,
+        text=True, timeout=120, check=False,
+        env={**_environ(db, {}), "DJANGO_SETTINGS_MODULE": "mysite.settings"})
+    assert narrowed.returncode == 0, narrowed.stdout + narrowed.stderr
+    assert os.environ.get("PGPASSWORD", "\0") not in result.stderr
+
+
+def test_pgsteady_lint_runner_django_without_settings_is_one_line(tmp_path):
+    """--runner django with no settings anywhere: exit 2, one line saying what to pass."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    from conftest import SRC
+    env["PYTHONPATH"] = str(SRC)
+    result = subprocess.run([sys.executable, "-m", "pgsteady", "lint", "--runner", "django"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            check=False, env=env)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--runner django needs the project's settings: --django-settings" in result.stderr
