@@ -36,7 +36,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [  # (name, what it does, operations so
         migrations.CreateModel("Book", [("id", models.BigAutoField(primary_key=True)),
                                         ("title", models.CharField(max_length=200)),
                                         ("pages", models.IntegerField(null=True)),
-                                        ("author_name", models.CharField(max_length=100, null=True))]),
+                                        ("author_name",
+                                         models.CharField(max_length=100, null=True))]),
     """),
     ("0002_add_field_default", "AddField NOT NULL default", """
         migrations.AddField("book", "in_stock", models.BooleanField(default=True)),
