@@ -120,3 +120,32 @@ def test_failing_atomic_migration_leaves_nothing(db, manage):
     assert "nothing of it was applied" in result.stderr
     assert "Traceback" not in result.stderr
     assert applied(db) == ["0001_initial"]
+
+
+def test_migrate_refuses_a_transaction_pooler(pgsteady_stack, pgsteady_database):
+    """Through PgBouncer in transaction mode migrate refuses, one line, exit 2, nothing run."""
+    cluster = pgsteady_stack(pool_size=2, pool_mode="transaction")
+    dsn = cluster.pooled_dsn(pgsteady_database.name)
+    result = run_manage(dsn, "migrate", "--no-input", PGSTEADY_POOLER="transaction")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "CommandError: DATABASES['default'] goes through a transaction pooler")
+    assert "Traceback" not in result.stderr
+    with psycopg.connect(pgsteady_database.dsn) as conn:
+        assert conn.execute("SELECT to_regclass('shop_product')").fetchone() == (None,)
+
+
+def test_blocked_non_atomic_migration_gives_up_naming_the_pid(db, manage, pgsteady_lock_holder):
+    """0003 (atomic = False, AddIndexConcurrently) behind a writer's open transaction: its
+    statement retries, then exit 1 naming the pid; no index is left, 0003 not recorded."""
+    assert manage("migrate", "shop", "0002", "--no-input").returncode == 0
+    holder = pgsteady_lock_holder(db, "shop_product", "SHARE ROW EXCLUSIVE",
+                                  application_name="bulk-import")
+    result = manage("migrate", "--no-input")
+    assert result.returncode == 1, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("CommandError: shop.0003_product_name_idx (statement 1): could not "
+                            "get its locks")
+    assert f"pid {holder.pid} 'bulk-import'" in error
+    assert "0003_product_name_idx" not in applied(db)
+    assert "shop_product_name_idx" not in indexes(db, "shop_product")

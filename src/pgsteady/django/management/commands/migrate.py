@@ -3,7 +3,8 @@
 Django's own command, with :class:`~pgsteady.django.executor.SteadyExecutor` in place of its
 executor for aliases whose ENGINE is ``pgsteady.django`` (others migrate as Django does). A
 migration that cannot get its locks within the retry budget, or fails, ends the command
-with one ``CommandError:`` line naming the blocking session, exit code 1.
+with one ``CommandError:`` line naming the blocking session, exit code 1 (2 for a usage
+error: a transaction pooler in the way).
 """
 
 from __future__ import annotations
@@ -40,4 +41,4 @@ class Command(django_migrate.Command):  # type: ignore[misc]  # Django is untype
             with _steady_executor():
                 super().handle(*args, **options)
         except core.PgsteadyError as exc:
-            raise CommandError(str(exc)) from exc
+            raise CommandError(str(exc), returncode=exc.exit_code) from exc
