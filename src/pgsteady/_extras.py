@@ -31,6 +31,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "sim": ("simpy",),
     "report": ("selenium",),
     "alembic": ("alembic", "sqlalchemy"),
+    "django": ("django",),
 }
 
 

@@ -29,7 +29,7 @@ from pgsteady.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
-            "tern, popx, sqitch, alembic-sql, plain")
+            "tern, popx, sqitch, alembic-sql, plain, django")
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -94,6 +94,10 @@ def register(verbs: Any) -> None:
                            f"Up part: {PROFILES}, or auto (default: detected "
                            "from the folder's layout)")
     _renamed.add_alias(lint, "--runner", "--tool", "tool", metavar="NAME")
+    lint.add_argument("--django-settings", metavar="MODULE",
+                      help="with --tool django: the project's settings module (default: "
+                           "DJANGO_SETTINGS_MODULE); FILES narrow to migrations under them, "
+                           "run from the project's folder (where manage.py is)")
     lint.add_argument("--history", metavar="DIR",
                       help="migrations that ran before the files given: replayed for the "
                            "schema (old column types, existing tables), not linted")
@@ -202,6 +206,8 @@ def run_lint(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{rule.id}\t{rule.message}\n")
         return EXIT_OK
     config = _config(args)
+    if (args.tool or config.runner) == "django":
+        return _run_django(args, config)
     paths = args.files or _config_paths(config)
     if not paths:
         raise UsageError("no files to lint: name some, or set paths in [tool.pgsteady.lint]")
@@ -228,6 +234,27 @@ def run_lint(args: argparse.Namespace) -> int:
     out, err = _show(report, args, runner, reason)
     if store is not None and not report.syntax_errors:
         quick.record(out, _renamed.said(args) + err, report.exit_code, read, config.source)
+    return report.exit_code
+
+
+def _run_django(args: argparse.Namespace, config: LintConfig) -> int:
+    """A Django project's migrations, their SQL written by Django (pgsteady.django)."""
+    from pgsteady._extras import needs
+
+    settings = args.django_settings or os.environ.get("DJANGO_SETTINGS_MODULE", "")
+    if not settings:
+        raise UsageError("--tool django needs the project's settings: --django-settings "
+                         "mysite.settings (or DJANGO_SETTINGS_MODULE), run from the project's "
+                         "folder")
+    with needs("django", "--tool django"):
+        from pgsteady.django import project
+
+    connection = project.setup(settings)
+    from pgsteady.django.lint import lint
+
+    report, linted = lint(connection, include_applied=True, paths=args.files, config=config,
+                          dsn=args.dsn)
+    _show(report, args, "django", f"{len(linted)} migration(s) of {settings}")
     return report.exit_code
 
 

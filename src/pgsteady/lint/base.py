@@ -56,7 +56,7 @@ class Context:
 
     __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
                  "fk_targets_in_transaction", "implicit_transaction", "in_do_block",
-                 "lock_timeout_set",
+                 "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
                  "pg_version", "proven_not_null", "reported", "schema", "source",
                  "statement_timeout_set", "transaction_depth", "validated_elsewhere")
@@ -87,6 +87,8 @@ class Context:
         self.altered_in_transaction: set[Key] = set()
         # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
         self.fk_targets_in_transaction: set[Key] = set()
+        # (table, column) of NOT NULL columns this file added to existing tables with a DEFAULT.
+        self.new_columns_with_default: set[tuple[Key, str]] = set()
         # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
         self.proven_not_null: set[tuple[Key, str]] = set()
         # Tables with a VALIDATE CONSTRAINT of a constraint added in an earlier migration: it

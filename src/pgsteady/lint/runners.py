@@ -33,6 +33,9 @@ tern               one per file unless ``---- tern: disable-tx ----``;  no
 sqitch             none added: ``deploy/`` scripts carry BEGIN/COMMIT    no
 alembic-sql        none added: ``alembic upgrade --sql`` writes them     no
 plain              none (``psql -f``: each statement commits)           no
+django             one per migration unless ``atomic = False`` (then     with ENGINE
+                   each statement commits); the SQL is Django's own      pgsteady.django
+                   (``sqlmigrate``), see :func:`django_unit`
 =================  ==================================================  ===============
 """
 
@@ -291,3 +294,12 @@ def history_for(folder: str, checked: list[Path], runner: str) -> list[Unit]:
     firsts = [resolved.index(c.resolve()) for c in checked if c.resolve() in resolved]
     before = files[:min(firsts)] if firsts else files
     return load(before, runner)[0]
+
+
+# -- django: Django writes the SQL (pgsteady.django.lint); tools.django its conventions ---
+
+
+def django_unit(display: str, sql: str, *, atomic: bool, engine_sets_timeouts: bool) -> Unit:
+    """A Django migration's SQL as Django runs it: one transaction unless ``atomic = False``
+    (then each statement commits on its own); timeouts set when the ENGINE is pgsteady's."""
+    return Unit(display, sql, atomic, engine_sets_timeouts)

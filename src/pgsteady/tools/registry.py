@@ -43,13 +43,14 @@ MODULES: dict[str, tuple[str, str]] = {
     "sqitch": ("sqitch", "TOOL"),
     "alembic-sql": ("alembic", "SQL_PROFILE"),
     "plain": ("plain", "TOOL"),
+    "django": ("django", "TOOL"),
     "alembic": ("alembic", "TOOL"),
 }
 #: The layouts migrate runs, in the order lists show them.
 NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway", "diesel",
          "sql-migrate", "tern")
 #: What lint's ``--tool`` takes: the layouts, then the tools whose files lint only judges.
-PROFILES = (*NAMES, "popx", "sqitch", "alembic-sql", "plain")
+PROFILES = (*NAMES, "popx", "sqitch", "alembic-sql", "plain", "django")
 #: Tools whose history table pgsteady reads (and, but for Alembic's, writes).
 HISTORIES = (*NAMES, "alembic")
 # Detection asks the layouts in this order; the first that claims an entry has it.

@@ -1,0 +1,117 @@
+"""manage.py pgsteady_lint and pgsteady_preflight on the example project."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_manage
+
+
+def test_lint_flags_add_field_at_its_operation(db):
+    """Unapplied migrations are linted as Django runs them; 0002's AddField is flagged for
+    the dropped default, at its line in the migration file, with the Django fix."""
+    assert run_manage(db, "migrate", "shop", "0001", "--no-input").returncode == 0
+    result = run_manage(db, "pgsteady_lint", "shop", "--format", "json")
+    assert result.returncode == 1, result.stderr
+    findings = json.loads(result.stdout)["findings"]
+    by_rule = {f["rule"]: f for f in findings}
+    dropped = by_rule["dropping-new-column-default"]
+    assert dropped["path"] == "shop/migrations/0002_product_in_stock.py"
+    assert dropped["line"] == 8  # the migrations.AddField( line
+    assert "shop.0002_product_in_stock operation 1: Add field in_stock to product" in \
+        dropped["message"]
+    assert "db_default" in dropped["help"]
+    # the ENGINE is pgsteady's: migrate sets lock_timeout, so no finding asks for one
+    assert "require-lock-timeout" not in by_rule
+    # 0003 is atomic = False with AddIndexConcurrently: nothing to say about the index
+    assert not [f for f in findings if f["path"].endswith("0003_product_name_idx.py")]
+
+
+def test_lint_pending_migrations_are_one_change(db):
+    """0001 and 0002 pending together: the table is new to 0002, nothing running writes it."""
+    result = run_manage(db, "pgsteady_lint", "shop")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(3 migration(s))" in result.stderr
+
+
+def test_lint_skips_applied_migrations_unless_all(db):
+    """Once 0002 is applied, only 0003 is linted (clean); --all lints every one again."""
+    assert run_manage(db, "migrate", "shop", "0002", "--no-input").returncode == 0
+    result = run_manage(db, "pgsteady_lint")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "(1 migration(s))" in result.stderr
+    again = run_manage(db, "pgsteady_lint", "--all")
+    assert again.returncode == 1
+    assert "shop/migrations/0002_product_in_stock.py:8:9 dropping-new-column-default" in \
+        again.stdout
+
+
+def test_lint_unknown_app_is_one_line(db):
+    """An app label that is not installed: exit 2, one line naming the installed ones."""
+    result = run_manage(db, "pgsteady_lint", "nosuchapp")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "CommandError: no installed app labelled nosuchapp; installed: contenttypes, "
+        "pgsteady, shop"]
+
+
+def test_preflight_names_the_blocker_then_clears(db, pgsteady_lock_holder):
+    """A session holding shop_product is named (pid, label) as the blocker of 0002's AddField;
+    preflight exits 1, then 0 once it has gone."""
+    assert run_manage(db, "migrate", "contenttypes", "--no-input").returncode == 0
+    assert run_manage(db, "migrate", "shop", "0001", "--no-input").returncode == 0
+    holder = pgsteady_lock_holder(db, "shop_product", "ROW EXCLUSIVE",
+                                  application_name="checkout-worker")
+    result = run_manage(db, "pgsteady_preflight")
+    assert result.returncode == 1, result.stderr
+    assert f"blocker: pid {holder.pid} 'checkout-worker'" in result.stdout
+    assert "shop/migrations/0002_product_in_stock.py:8 (shop.0002_product_in_stock " \
+           "operation 1: Add field in_stock to product)" in result.stdout
+    holder.release()
+    result = run_manage(db, "pgsteady_preflight")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok: 2 pending migration(s), nobody in their way" in result.stdout
+
+
+
+def test_pgsteady_lint_runner_django_from_the_project_folder(db):
+    """pgsteady lint --tool django --django-settings lints every migration of the project
+    (each its own change): the add-field pattern in 0002 is found at its operation."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLE, _environ
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pgsteady", "lint", "--tool", "django", "--django-settings",
+         "mysite.settings", "--no-cache"], cwd=EXAMPLE, capture_output=True, text=True,
+        timeout=120, check=False, env=_environ(db, {}))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith(
+        "shop/migrations/0002_product_in_stock.py:8:9 dropping-new-column-default")
+    assert "runner profile django (3 migration(s) of mysite.settings)" in result.stderr
+    narrowed = subprocess.run(
+        [sys.executable, "-m", "pgsteady", "lint", "--tool", "django", "--no-cache",
+         "shop/migrations/0003_product_name_idx.py"], cwd=EXAMPLE, capture_output=True,
+        text=True, timeout=120, check=False,
+        env={**_environ(db, {}), "DJANGO_SETTINGS_MODULE": "mysite.settings"})
+    assert narrowed.returncode == 0, narrowed.stdout + narrowed.stderr
+    assert os.environ.get("PGPASSWORD", "\0") not in result.stderr
+
+
+def test_pgsteady_lint_runner_django_without_settings_is_one_line(tmp_path):
+    """--tool django with no settings anywhere: exit 2, one line saying what to pass."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    from conftest import SRC
+    env["PYTHONPATH"] = str(SRC)
+    result = subprocess.run([sys.executable, "-m", "pgsteady", "lint", "--tool", "django"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            check=False, env=env)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--tool django needs the project's settings: --django-settings" in result.stderr
