@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 
+from pgsteady._docs import LOCK_QUEUE, POOL_DRAIN
 from pgsteady.cli import _args
 from pgsteady.errors import EXIT_OK, UsageError
 from pgsteady.lab.cluster import Cluster
@@ -60,7 +61,7 @@ def register(verbs: Any) -> None:
 
     drain = scenarios.add_parser(
         "pool-drain", help="reproduce the PgBouncer pool drain and show the fix side by side",
-        description="Reproduce the pool-drain outage (docs/outages.md): short deadlines "
+        description=f"Reproduce the pool-drain outage ({POOL_DRAIN}): short deadlines "
                     "through PgBouncer with a 50 ms connection cost and a burst. Runs pgbench "
                     "for the ceiling, then each strategy, and prints per-second tables and a "
                     "summary.")
@@ -139,7 +140,7 @@ def _share(text: str) -> float:
 def _register_lock_queue(scenarios: Any) -> None:
     lq = scenarios.add_parser(
         "lock-queue", help="reproduce the blocked migration and restart loop, and the fix",
-        description="Reproduce the lock-queue outage (docs/outages.md, 2): a long dashboard "
+        description=f"Reproduce the lock-queue outage ({LOCK_QUEUE}): a long dashboard "
                     "log query, a deploy whose migration queues behind it, liveness probes "
                     "that restart gateway replicas, and sessions the killed replicas leave "
                     "behind; then the same deploy under pgsteady. Prints per-second tables "

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from pgsteady._extras import require
+from pgsteady._extras import needs, require
 from pgsteady.lab.scenarios.lock_queue import LockQueueResult, RunResult, answered_share
+
+with needs("cli", "the lock-queue lab's tables"):
+    from rich.table import Table
 
 _COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "timed_out": "#ef6c00",
             "sessions": "#1565c0", "queued": "#6a1b9a", "max": "#424242",

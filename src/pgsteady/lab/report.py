@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from pgsteady._extras import require
+from pgsteady._extras import needs, require
 from pgsteady.lab.scenarios.pool_drain import PoolDrainResult, RunResult
+
+with needs("cli", "the pool-drain lab's tables"):
+    from rich.table import Table
 
 _COLOURS = {"answered": "#2e7d32", "timeouts": "#c62828", "rejected": "#9e9e9e",
             "db": "#1565c0", "ceiling": "#6a1b9a"}

@@ -8,12 +8,13 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.table import Table
-
-from pgsteady._extras import require
+from pgsteady._extras import needs, require
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.phase_map import Axis, PhaseMap
 from pgsteady.sim.validate import ANSWERED_TOLERANCE, VERDICT_AGREEMENT, Validation
+
+with needs("cli", "the model's tables"):
+    from rich.table import Table
 
 
 def validation_table(result: Validation) -> Table:
