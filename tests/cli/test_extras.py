@@ -138,3 +138,17 @@ def test_more_of_the_api_without_its_extra(tmp_path, hidden, code, extra):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"MissingExtra {hidden} "), out.stdout
     assert f"pip install 'pgsteady[{extra}]'" in out.stdout
+
+
+def test_the_pre_commit_hook_installs_the_cli_extra():
+    """pre-commit installs the repository alone (`pip install .`): the hook's
+    additional_dependencies are the `cli` extra, or `pgsteady lint` would only print its hint."""
+    import tomllib
+
+    import yaml
+
+    root = Path(SRC).parent
+    (hook,) = yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text())
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert hook["additional_dependencies"] == extras["cli"]
