@@ -122,7 +122,7 @@ def test_docs_cite_the_outages_page_not_the_seeds():
     files, nor a path in the repository the wheel does not ship)."""
     readme = (ROOT / "README.md").read_text()
     assert (ROOT / "docs" / "outages.md").is_file()
-    assert "docs/outages.md" in readme
+    assert OUTAGES in readme
     helps = [build_parser().format_help(), *(p.format_help() for _, p in LEAVES)]
     assert any(OUTAGES in " ".join(text.split()) for text in helps)
     for text in (readme, *helps):

@@ -92,3 +92,21 @@ def test_the_cli_reference_is_current(monkeypatch):
 def test_every_picture_is_shown_somewhere(page):
     """Each PNG in docs/ is on some page (a picture nobody shows is dead weight)."""
     assert any(page in p.read_text() for p in DOCS.rglob("*.md")), page
+
+
+def test_the_readme_is_short_and_its_links_reach_pages():
+    """README.md stays an introduction (at most 250 lines), and each docs-site link in it (and
+    in the messages' constants) names a page that exists in docs/."""
+    import re
+
+    from pgsteady import _docs
+
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    urls = set(re.findall(re.escape(DOCS_URL) + r"[\w/.-]*", readme))
+    urls |= {v for k, v in vars(_docs).items() if k.isupper() and isinstance(v, str)}
+    for url in sorted(urls):
+        path = url[len(DOCS_URL):].split("#")[0].strip("/")
+        candidates = ([DOCS / "index.md"] if not path else
+                      [DOCS / f"{path}.md", DOCS / path / "index.md", DOCS / path / "README.md"])
+        assert any(c.is_file() for c in candidates), f"{url}: no page in docs/"
