@@ -2,7 +2,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test check bench clean
+.PHONY: setup demo test check docs bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -19,5 +19,10 @@ check: setup
 test: check
 	$(BIN)/pytest
 
+# The docs site (mkdocs-material) into site/, offline; `make test` builds it too
+# (tests/docs/test_site.py), so a broken link fails CI.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) lab-report .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) lab-report site .pytest_cache .mypy_cache .ruff_cache

@@ -54,7 +54,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ ! -x .venv/bin/pgst
         echo "setup: pip install failed; full log in $log" >&2
         exit 1
     fi
-    .venv/bin/python -c 'import pgsteady, psycopg, psycopg_pool, pglast, orjson, rich, matplotlib, redis, prometheus_client, uvicorn, simpy, selenium'
+    .venv/bin/python -c 'import pgsteady, psycopg, psycopg_pool, pglast, orjson, rich, matplotlib, redis, prometheus_client, uvicorn, simpy, selenium, mkdocs, material'
     touch "$stamp"
 fi
 

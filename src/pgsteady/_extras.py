@@ -1,12 +1,13 @@
 """Optional dependencies (pyproject's extras): one clear error when one is missing.
 
-pgsteady's core needs psycopg only; Prometheus, Redis, charts, the browser check and Alembic
-come with extras. Without this, a missing one surfaced as a bare ``ModuleNotFoundError``
-traceback from deep inside pgsteady, naming a module but not what to install. Every optional
-import goes through :func:`needs` (a block of imports) or :func:`require` (one module), which
-turn it into :class:`MissingExtra`: an ``ImportError`` (existing ``except ImportError`` clauses
-still work) and a ``UsageError`` (the CLI prints its one line and exits 2), whose message
-names the feature and the extra to install::
+pgsteady's core needs psycopg only; the command line (pglast, rich, orjson), Prometheus,
+Redis, charts, the browser check, SQLAlchemy and Alembic come with extras. Without this, a
+missing one surfaced as a bare ``ModuleNotFoundError`` traceback from deep inside pgsteady,
+naming a module but not what to install. Every optional import goes through :func:`needs` (a
+block of imports) or :func:`require` (one module), which turn it into :class:`MissingExtra`:
+an ``ImportError`` (existing ``except ImportError`` clauses still work) and a ``UsageError``
+(the CLI prints its one line and exits 2), whose message names the feature and the extra to
+install::
 
     the exporter needs prometheus_client, which is not installed: pip install 'pgsteady[metrics]'
 """
@@ -14,23 +15,21 @@ names the feature and the extra to install::
 from __future__ import annotations
 
 import importlib
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
 from pgsteady._errors_root import UsageError
 
-log = logging.getLogger("pgsteady.extras")
-
 # extra -> the top-level modules it installs (pyproject.toml's optional-dependencies)
 EXTRAS: dict[str, tuple[str, ...]] = {
+    "cli": ("pglast", "rich", "orjson"),
     "metrics": ("prometheus_client",),
     "redis": ("redis",),
-    "lab": ("matplotlib", "uvicorn"),
-    "sim": ("simpy",),
+    "lab": ("matplotlib", "uvicorn", "pglast", "rich", "orjson"),
     "report": ("selenium",),
-    "alembic": ("alembic", "sqlalchemy"),
+    "alembic": ("alembic", "sqlalchemy", "pglast"),
+    "sqlalchemy": ("sqlalchemy",),
     "django": ("django",),
 }
 
@@ -39,7 +38,8 @@ class MissingExtra(UsageError, ImportError):
     """An optional dependency is not installed; the message says which extra brings it."""
 
     def __init__(self, module: str, extra: str, feature: str) -> None:
-        super().__init__(f"{feature} needs {module}, which is not installed: "
+        which = "which are" if ", " in module else "which is"
+        super().__init__(f"{feature} needs {module}, {which} not installed: "
                          f"pip install 'pgsteady[{extra}]'")
         self.name = module  # ImportError's attribute: the module that could not be imported
         self.extra = extra
@@ -51,7 +51,10 @@ def _missing(exc: ModuleNotFoundError, extra: str, feature: str) -> MissingExtra
     top = (exc.name or "").partition(".")[0]
     if top not in EXTRAS[extra]:
         return None
-    log.debug("%s: %s is not installed (extra %r)", feature, exc.name, extra)
+    import logging  # noqa: PLC0415 -- only on this error: `pgsteady lint` starts without it
+
+    logging.getLogger("pgsteady.extras").debug("%s: %s is not installed (extra %r)", feature,
+                                               exc.name, extra)
     return MissingExtra(top, extra, feature)
 
 

@@ -39,18 +39,22 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, TypeVarTuple, overloa
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from sqlalchemy import URL, Engine, event
-from sqlalchemy.engine import CursorResult, Result
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import (
-    AsyncConnection,
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-)
-from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.sql import Executable
-from sqlalchemy.sql.selectable import TypedReturnsRows
+
+from pgsteady._extras import needs
+
+with needs("sqlalchemy", "pgsteady.sqlalchemy (Steady, AsyncSteady)"):
+    from sqlalchemy import URL, Engine, event
+    from sqlalchemy.engine import CursorResult, Result
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.ext.asyncio import (
+        AsyncConnection,
+        AsyncEngine,
+        AsyncSession,
+        async_sessionmaker,
+    )
+    from sqlalchemy.orm import Session, sessionmaker
+    from sqlalchemy.sql import Executable
+    from sqlalchemy.sql.selectable import TypedReturnsRows
 
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job

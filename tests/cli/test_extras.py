@@ -60,3 +60,95 @@ def test_api_without_an_extra_raises_a_clear_import_error(tmp_path, hidden, code
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"MissingExtra True {hidden} "), out.stdout
     assert f"pip install 'pgsteady[{extra}]'" in out.stdout
+
+
+CLI_HIDDEN = ["pglast", "rich", "orjson"]
+
+
+@pytest.mark.parametrize("argv", [["lint"], ["lint", "migrations"], ["doctor", "--json"],
+                                  ["lab", "up", "--help"], ["--help"]])
+def test_cli_without_its_extra_says_pip_install_pgsteady_cli(tmp_path, argv):
+    """`pip install pgsteady` is the library alone: any verb (its --help too) is one stderr
+    line naming `pip install 'pgsteady[cli]'`, exit 2 — not a traceback from deep inside."""
+    out = _run(CLI_HIDDEN, CLI.format(argv=argv), tmp_path)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "needs pglast, rich, orjson, which are not installed" in lines[0]
+    assert lines[0].endswith("pip install 'pgsteady[cli]'")
+
+
+def test_cli_version_needs_no_extra(tmp_path):
+    """`pgsteady --version` answers without the cli extra."""
+    out = _run(CLI_HIDDEN, CLI.format(argv=["--version"]), tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"pgsteady {pgsteady.__version__}"
+
+
+def test_cli_modules_are_the_cli_extra():
+    """The modules the CLI looks for at start-up are the `cli` extra's, and pyproject's extras
+    are the ones pgsteady._extras names (so every hint names an extra that exists)."""
+    import tomllib
+
+    from pgsteady._extras import EXTRAS
+    from pgsteady.cli import CLI_MODULES
+
+    assert tuple(EXTRAS["cli"]) == CLI_MODULES
+    project = tomllib.loads((Path(SRC).parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert set(EXTRAS) <= set(extras)
+    assert {r.split(">")[0].split("[")[0] for r in extras["cli"]} == {"pglast", "rich", "orjson"}
+    # the core is the runtime alone, and leaves psycopg's implementation to the application
+    assert sorted(r.split(">")[0] for r in project["dependencies"]) == ["psycopg", "psycopg-pool"]
+    assert "sim" not in extras
+
+
+RUNTIME = ("import pgsteady\nfrom pgsteady import AsyncDatabase, Database\n"
+           "from pgsteady.guards import CircuitBreaker, KeyedLimiter, StaleCache, bounded\n"
+           "from pgsteady.health import Health, db_check\n"
+           "import pgsteady.testing.plugin\n"
+           "from pgsteady.guards.limits import _is_plain_select\n"
+           "assert _is_plain_select('-- hi\\nSELECT a FROM t WHERE b = %s')\n"
+           "assert not _is_plain_select('WITH d AS (DELETE FROM t RETURNING *) SELECT * FROM d')\n"
+           "print('ok')\n")
+
+
+def test_runtime_imports_without_any_extra(tmp_path):
+    """Database, AsyncDatabase, guards, health and the pytest plugin load with none of the
+    extras' modules (the plugin used to import pglast: every pytest run of an application
+    that installed only pgsteady would have failed)."""
+    hidden = [*CLI_HIDDEN, "prometheus_client", "redis", "matplotlib", "uvicorn", "selenium",
+              "alembic", "sqlalchemy", "django"]
+    out = _run(hidden, RUNTIME, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(("hidden", "code", "extra"), [
+    ("pglast", "from pgsteady.migrate import migrate", "cli"),
+    ("pglast", "from pgsteady.migrate import run_alembic_migrations", "alembic"),
+    ("sqlalchemy", "import pgsteady.sqlalchemy", "sqlalchemy"),
+    ("rich", "import pgsteady.lab.scenarios.pool_drain_report", "cli"),
+])
+def test_more_of_the_api_without_its_extra(tmp_path, hidden, code, extra):
+    """The migrate API, the SQLAlchemy adapter and the lab's tables name their extra too."""
+    check = ("try:\n    " + code + "\nexcept ImportError as exc:\n"
+             "    print(type(exc).__name__, exc.name, exc)\n")
+    out = _run([hidden], check, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"MissingExtra {hidden} "), out.stdout
+    assert f"pip install 'pgsteady[{extra}]'" in out.stdout
+
+
+def test_the_pre_commit_hook_installs_the_cli_extra():
+    """pre-commit installs the repository alone (`pip install .`): the hook's
+    additional_dependencies are the `cli` extra, or `pgsteady lint` would only print its hint."""
+    import tomllib
+
+    import yaml
+
+    root = Path(SRC).parent
+    (hook,) = yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text())
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert hook["additional_dependencies"] == extras["cli"]

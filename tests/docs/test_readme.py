@@ -1,4 +1,5 @@
-"""Every code block in README.md runs as written (or says why it cannot).
+"""Every code block in README.md and in the docs site's pages (docs/**/*.md) runs as written
+(or says why it cannot).
 
 Blocks run by default, chosen by their fence's language:
 
@@ -35,6 +36,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# The README and every page of the site: examples moved between them stay tested.
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 ALEMBIC_EXAMPLE = ROOT / "tests" / "migrate" / "alembic_example"
 TIMEOUT = 180
 
@@ -58,13 +61,14 @@ class Snippet:
     mode: str
     reason: str
     code: str
+    page: str = "README.md"
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}-{self.language or 'none'}-{self.mode}"
+        return f"{self.page}:{self.line}-{self.language or 'none'}-{self.mode}"
 
 
-def snippets(text: str) -> list[Snippet]:
+def snippets(text: str, page: str = "README.md") -> list[Snippet]:
     """The fenced blocks of a Markdown text, each with its run mode."""
     found: list[Snippet] = []
     lines = text.splitlines()
@@ -80,7 +84,7 @@ def snippets(text: str) -> list[Snippet]:
             language = m[1].lower()
             mode, reason = mark or (_BY_LANGUAGE.get(language, "unknown"), "")
             found.append(Snippet(i + 1, language, mode, reason,
-                                 "\n".join(lines[i + 1:end]) + "\n"))
+                                 "\n".join(lines[i + 1:end]) + "\n", page))
             mark = None
             i = end
         elif line.strip():
@@ -89,7 +93,8 @@ def snippets(text: str) -> list[Snippet]:
     return found
 
 
-SNIPPETS = snippets(README.read_text())
+SNIPPETS = [snippet for page in PAGES
+            for snippet in snippets(page.read_text(), str(page.relative_to(ROOT)))]
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -110,8 +115,10 @@ def snippet_env(pgsteady_database, pgsteady_postgres, tmp_path) -> dict[str, str
 
 def test_the_extractor_finds_every_block_and_knows_how_to_run_it():
     """Every block has a language or a marker this test knows; skips give a reason."""
-    fences = [line for line in README.read_text().splitlines() if line.startswith("```")]
-    assert len(fences) == 2 * len(SNIPPETS), "a fence is not closed"
+    for page in PAGES:
+        fences = [line for line in page.read_text().splitlines() if line.startswith("```")]
+        found = [s for s in SNIPPETS if s.page == str(page.relative_to(ROOT))]
+        assert len(fences) == 2 * len(found), f"{page}: a fence is not closed"
     for snippet in SNIPPETS:
         assert snippet.mode in {*_BY_LANGUAGE.values(), *_MODES}, (
             f"{snippet.id}: give the block a language (python and sh run, toml is parsed, "
@@ -122,7 +129,10 @@ def test_the_extractor_finds_every_block_and_knows_how_to_run_it():
     assert any(s.mode == "python" for s in SNIPPETS)
 
 
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.id)
+# Blocks that are not run (output, other programs' configuration, skips) are only checked by
+# the extractor's test above: a skip apiece would bury the report.
+@pytest.mark.parametrize("snippet", [s for s in SNIPPETS if s.mode not in ("not-run", "skip")],
+                         ids=lambda s: s.id)
 def test_readme_snippet_runs(snippet: Snippet, request: pytest.FixtureRequest,
                              tmp_path: Path) -> None:
     """The block runs as written: scripts exit 0, TOML parses, Alembic applies, tests pass."""

@@ -1,4 +1,4 @@
-"""doctor on PostgreSQL: settings on a default vs a README-configured server, the other
+"""doctor on PostgreSQL: settings on a default vs a docs-configured server, the other
 checks on real sessions, and bad input (unreachable, misdirected DSNs)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pgsteady.cli import main
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Postgres, make_workdir
 
-README = Path(__file__).parents[2] / "README.md"
+INCIDENTS = Path(__file__).parents[2] / "docs" / "incidents" / "index.md"
 SETTING_IDS = {
     "setting-statement-timeout", "setting-lock-timeout", "setting-idle-in-transaction-timeout",
     "setting-client-connection-check-interval", "setting-tcp-keepalives",
@@ -34,10 +34,10 @@ def _doctor(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
-def readme_settings() -> dict[str, str]:
-    """The postgresql.conf block under "The settings doctor wants" in the README."""
-    text = README.read_text()
-    section = text.split("### The settings doctor wants", 1)[1]
+def docs_settings() -> dict[str, str]:
+    """The postgresql.conf block under "The settings doctor wants" (docs: incidents)."""
+    text = INCIDENTS.read_text()
+    section = text.split("## The settings doctor wants", 1)[1]
     block = section.split("```ini", 1)[1].split("```", 1)[0]
     settings = {}
     for raw in block.splitlines():
@@ -67,9 +67,9 @@ def test_database_override_is_reported_with_its_source(pgsteady_database, capsys
     assert "setting-statement-timeout" not in {f["id"] for f in report["findings"]}
 
 
-def test_readme_configured_server_gets_none(capsys):
-    """A PostgreSQL configured as the README advises gets none of the setting-* findings."""
-    settings = readme_settings()
+def test_docs_configured_server_gets_none(capsys):
+    """A PostgreSQL configured as the docs advise gets none of the setting-* findings."""
+    settings = docs_settings()
     assert set(settings) >= {"statement_timeout", "client_connection_check_interval",
                              "tcp_keepalives_idle", "log_lock_waits"}
     who = _process.run_as()

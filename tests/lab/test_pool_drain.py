@@ -60,7 +60,7 @@ def test_shortened_scenario_naive_collapses_and_steady_holds(tmp_path):
     answers nothing and times out nearly everyone) bounds with wide margins: at most a stray
     1 % of timeouts outside the burst, every second after the first at least half of pgbench's
     rate, 80 % on average. The 95 %/97 % bars are measured over 10 default runs by
-    `bench/pool_drain_ceiling.py` (see the README)."""
+    `bench/pool_drain_ceiling.py` (see docs/lab.md)."""
     config = PoolDrainConfig(strategies=("naive", "steady"), duration=8.0, burst_start=2.0,
                              burst_end=5.0, ceiling_duration=2.0)
     result = run_pool_drain(config)

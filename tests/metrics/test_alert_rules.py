@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from pgsteady.inspect.alerts import RULES, AlertConfig, Rule, prometheus_rules
+from pgsteady.inspect.alerts import RULES, RUNBOOK, AlertConfig, Rule, prometheus_rules
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
@@ -102,7 +102,7 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(tmp_path):
                 "exp_annotations": {
                     "summary": render(rule.summary, seen, labels),
                     "description": rule.description,
-                    "runbook": f"Run: {rule.run}. See README: the first minute of an incident.",
+                    "runbook": f"Run: {rule.run}. See {RUNBOOK}.",
                     "runbook_url": config.runbook_url(rule),
                 }}]
             tests.append({"interval": "1m", "input_series": series,
@@ -141,7 +141,7 @@ def test_two_databases_fire_as_two_alerts_that_name_their_instance(tmp_path):
         item["exp_annotations"] = {
             "summary": "9 sessions queued for a lock on public.orgs",
             "description": rule.description,
-            "runbook": f"Run: {rule.run}. See README: the first minute of an incident.",
+            "runbook": f"Run: {rule.run}. See {RUNBOOK}.",
             "runbook_url": config.runbook_url(rule)}
     _promtool_test(tmp_path, config, [{
         "interval": "1m", "input_series": [series("db-a:19187"), series("db-b:19187")],
@@ -157,7 +157,7 @@ def test_absent_rule_fires_only_with_no_series(tmp_path):
     rule = next(r for r in RULES if r.kind == "absent")
     fired = {"exp_labels": {"severity": "critical"}, "exp_annotations": {
         "summary": rule.summary, "description": rule.description,
-        "runbook": f"Run: {rule.run}. See README: the first minute of an incident.",
+        "runbook": f"Run: {rule.run}. See {RUNBOOK}.",
         "runbook_url": config.runbook_url(rule)}}
     _promtool_test(tmp_path, config, [
         {"interval": "1m", "input_series": [{"series": "other_metric", "values": "1x20"}],

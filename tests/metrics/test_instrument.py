@@ -131,10 +131,11 @@ def test_async_database_is_instrumented_too(pgsteady_database, service):
 
 
 def test_readme_instrument_snippet_passes_mypy_strict(tmp_path):
-    """The README's ``instrument(db, registry, name="app")`` block type-checks under mypy
-    --strict in a user's file (the protocol's writable ``settings`` rejected Database)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    """The docs' ``instrument(db, registry, name="app")`` block (Metrics and alerts) type-checks
+    under mypy --strict in a user's file (the protocol's writable ``settings`` rejected
+    Database)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "incidents" / "monitoring.md")
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
     snippet = next(b for b in blocks if 'instrument(db, registry, name="app")' in b)
     (tmp_path / "service.py").write_text(snippet)
     src = Path(pgsteady.__file__).resolve().parents[1]

@@ -31,7 +31,26 @@ if TYPE_CHECKING:
 # Verb modules (pgsteady.cli.<name>), imported only when needed: a verb on the command line
 # loads its own module alone, so `pgsteady lint` never imports psycopg.
 VERBS = ("lab", "lint", "migrate", "preflight", "report", "alerts", "doctor", "blockers",
-         "sim", "exporter", "watch")
+         "sim", "exporter", "watch", "completion")
+
+
+# What every verb needs beyond the core install: pyproject's `cli` extra (and
+# pgsteady._extras.EXTRAS["cli"], which a test keeps equal to this).
+CLI_MODULES = ("pglast", "rich", "orjson")
+
+
+def _missing_cli_modules() -> list[str]:
+    """The modules of the `cli` extra that are not installed, looked up without importing
+    them or importlib.util (a finder's lookup is cached directory listings: lint's start-up
+    does not notice it)."""
+    return [name for name in CLI_MODULES if not _installed(name)]
+
+
+def _installed(name: str) -> bool:
+    if name in sys.modules:
+        return sys.modules[name] is not None  # None: its import is blocked
+    return any(finder.find_spec(name, None) for finder in sys.meta_path
+               if hasattr(finder, "find_spec"))
 
 
 def _verb(name: str) -> Any:
@@ -219,7 +238,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(argv)
-    parser = build_parser(_chosen_verb(argv))
+    verb = _chosen_verb(argv)
+    if absent := _missing_cli_modules():
+        # `pip install pgsteady` is the library alone: one line saying what brings the rest
+        from pgsteady._extras import MissingExtra
+
+        if argv == ["--version"]:
+            print(f"pgsteady {__version__}")
+            return 0
+        missing = MissingExtra(", ".join(absent), "cli",
+                               f"pgsteady {verb}" if verb else "the pgsteady command")
+        return _fail(missing.exit_code, f"pgsteady: error: {missing}", type(missing).__name__,
+                     as_json=as_json)
+    parser = build_parser(verb)
     try:
         args, extras = parser.parse_known_args(argv)
         if extras:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pgsteady._docs import POOL_DRAIN
 from pgsteady.cli import _args
 from pgsteady.cli import _knobs as knob_options
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, UsageError
@@ -22,7 +23,7 @@ def register(verbs: Any) -> None:
     drain = commands.add_parser(
         "pool-drain", help="the lab's pool-drain scenario, in the model",
         description="Run the pool-drain scenario in the discrete-event model: the lab's knobs "
-                    "and defaults (the outage's setting, docs/outages.md), plus several "
+                    f"and defaults (the outage's setting, {POOL_DRAIN}), plus several "
                     "poolers, max_connections and random stalls. Prints the lab's tables; "
                     "--json writes the lab's shape with \"source\": \"sim\". Same --seed, "
                     "same output.")

@@ -311,8 +311,10 @@ class Rows(list[Any]):
 def _is_plain_select(text: str) -> bool:
     """Whether a server-side cursor can run ``text``: one SELECT without writes in a WITH.
     Anything else runs as a plain statement (where a write then fails read-only)."""
-    from pglast import ast, parse_sql  # noqa: PLC0415 - pglast loads in ~50 ms
-
+    try:
+        from pglast import ast, parse_sql  # noqa: PLC0415 - pglast loads in ~50 ms
+    except ImportError:  # the core install: pglast comes with an extra (cli)
+        return _starts_one_select(text)
     try:
         statements = parse_sql(_PLACEHOLDER.sub("$1", text).replace("%%", "%"))
     except Exception:  # let the server report what is wrong with it
@@ -322,6 +324,21 @@ def _is_plain_select(text: str) -> bool:
     with_clause = statements[0].stmt.withClause
     ctes = with_clause.ctes if with_clause is not None else ()
     return all(isinstance(cte.ctequery, ast.SelectStmt) for cte in ctes or ())
+
+
+def _starts_one_select(text: str) -> bool:
+    """Without a parser: one statement, and its first word is SELECT (a WITH may hold a
+    write, so it runs as a plain statement). A SELECT that still writes (``INTO``, ``FOR
+    UPDATE``) fails in the read-only transaction either way."""
+    from pgsteady.sql import text as sqltext  # noqa: PLC0415 - only without pglast
+
+    statements = [c.text for c in sqltext.split(text)
+                  if sqltext.skip_blanks(c.text) < len(c.text)]
+    if len(statements) != 1:
+        return False
+    body = statements[0]
+    start = sqltext.skip_blanks(body)
+    return re.match(r"select\b", body[start:start + 7], re.IGNORECASE) is not None
 
 
 class _Bounds:

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgsteady._docs import ALERTS, INCIDENTS, LOCK_QUEUE, POOL_DRAIN
 from pgsteady.errors import UsageError
 
-RUNBOOK = "README: the first minute of an incident"
+RUNBOOK = f"the first minute of an incident, {INCIDENTS}"
 # Where each rule's runbook_url points: the alerts page of the docs, one section per alert.
-RUNBOOK_BASE = "https://pgsteady.readthedocs.io/en/stable/incidents/alerts/"
+RUNBOOK_BASE = ALERTS
 WHERE = ("instance", "job")  # the labels that say which exporter/database a series is from
 
 
@@ -136,7 +137,7 @@ RULES: tuple[Rule, ...] = (
          "connections_used", "warning",
          "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
          "Sessions are using most of max_connections minus the reserved slots; the migration "
-         "outage (docs/outages.md) ran out of slots when restarted servers leaked sessions.",
+         f"outage ({LOCK_QUEUE}) ran out of slots when restarted servers leaked sessions.",
          "pgsteady blockers --dsn ...; pgsteady doctor --dsn ...", by=WHERE),
     Rule("PgsteadyConnectionsCritical", "pgsteady-postgres", "pgsteady_connections_used_ratio",
          ">=", "connections_critical", "critical",
@@ -146,7 +147,7 @@ RULES: tuple[Rule, ...] = (
          "lock_queue_length", "critical",
          "{{ $value }} sessions queued for a lock on {{ $labels.relation }}",
          "A lock request (often a migration's ACCESS EXCLUSIVE) waits behind a long query and "
-         "every new query on the table queues behind it: the migration outage in docs/outages.md.",
+         f"every new query on the table queues behind it: the migration outage, {LOCK_QUEUE}.",
          "pgsteady blockers --dsn ... ; end the root blocker with --terminate PID if it is safe",
          by=(*WHERE, "relation")),
     Rule("PgsteadyBlockingRootOld", "pgsteady-postgres", "pgsteady_blocking_root_seconds", ">",
@@ -175,7 +176,7 @@ RULES: tuple[Rule, ...] = (
          "pgsteady_pgbouncer_refill_stuck_seconds", ">", "pgbouncer_refill_stuck_seconds",
          "critical", "PgBouncer pool {{ $labels.database }}/{{ $labels.user }} stuck refilling",
          "sv_login sits at 1 while clients wait and no server connection is added: the pool "
-         "drain outage (docs/outages.md).",
+         f"drain outage ({POOL_DRAIN}).",
          "pgsteady doctor --pgbouncer ... (pgbouncer-refill-stuck)",
          by=(*WHERE, "database", "user")),
     Rule("PgsteadyPgbouncerNotReadyClosures", "pgsteady-pgbouncer",
@@ -198,7 +199,7 @@ RULES: tuple[Rule, ...] = (
          ">=", "restarts", "warning",
          "{{ $labels.namespace }}/{{ $labels.pod }} restarted {{ $value | humanize }} times in "
          "15 m",
-         "Repeated restarts: in the migration outage (docs/outages.md), liveness probes that "
+         f"Repeated restarts: in the migration outage ({LOCK_QUEUE}), liveness probes that "
          "queried the database killed healthy servers, and each restart leaked sessions.",
          "kubectl describe pod; make liveness process-only (pgsteady.health)",
          by=("namespace", "pod", "container"), kind="increase", window="15m"),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pgsteady._docs import LOCK_QUEUE
 from pgsteady.inspect.postgres import PostgresSnapshot, Session, Setting
 
 Severity = Literal["critical", "warning", "info"]
@@ -374,14 +375,14 @@ def _settings(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
             snap, "setting-client-connection-check-interval",
             ["client_connection_check_interval"], _zero("client_connection_check_interval"),
             title="client_connection_check_interval is 0: sessions of killed clients stay (and "
-            "keep their slot) until their query ends — the restart leak in docs/outages.md",
+            f"keep their slot) until their query ends — the restart leak in {LOCK_QUEUE}",
             fix="client_connection_check_interval = '10s'  # PostgreSQL 14+; postgresql.conf, "
             "then SELECT pg_reload_conf();")
     else:  # the leak has no server-side fix here: say so once, and what bounds it instead
         found.append(Finding(
             "setting-client-connection-check-interval", "info",
             f"PostgreSQL {snap.version_num // 10000} keeps the sessions of killed clients (and "
-            f"their slots) until their query ends — the restart leak in docs/outages.md; "
+            f"their slots) until their query ends — the restart leak in {LOCK_QUEUE}; "
             f"client_connection_check_interval, which drops them, needs PostgreSQL 14+",
             {"version_num": snap.version_num, "needs": CHECK_INTERVAL_SINCE},
             "upgrade to PostgreSQL 14+ and set client_connection_check_interval = '10s'; until "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from pgsteady._docs import POOL_DRAIN
 from pgsteady.inspect.findings import Finding, Severity, Thresholds, rank
 from pgsteady.inspect.pgbouncer import BouncerSnapshot, LogScan, Pool
 
@@ -73,7 +74,7 @@ def _refill_stuck(snap: BouncerSnapshot) -> list[Finding]:
             "network and PostgreSQL from PgBouncer's host (psql \"host=<server> ...\"), its "
             "max_connections and auth; meanwhile clients pile up until query_wait_timeout. "
             "Keep a warm pool (min_pool_size) and never let deadlines close client "
-            "connections (the pool-drain outage, docs/outages.md)"))
+            f"connections (the pool-drain outage, {POOL_DRAIN})"))
     return found
 
 

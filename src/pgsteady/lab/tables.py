@@ -14,11 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rich import box
-from rich.console import Console, ConsoleOptions, RenderResult
-from rich.measure import Measurement
-from rich.table import Table
-from rich.text import Text
+from pgsteady._extras import needs
+
+with needs("cli", "the lab's tables"):
+    from rich import box
+    from rich.console import Console, ConsoleOptions, RenderResult
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
 
 ALWAYS = 0
 

@@ -62,7 +62,12 @@ def __getattr__(name: str) -> Any:
     source = _SOURCES.get(name)
     if source is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(source), name)
+    # The lock analysis reads SQL with pglast: an extra (cli; alembic brings it too)
+    from pgsteady._extras import needs  # noqa: PLC0415 -- lint's start-up skips contextlib
+
+    extra = "alembic" if name == "run_alembic_migrations" else "cli"
+    with needs(extra, f"pgsteady.migrate.{name}"):
+        value = getattr(importlib.import_module(source), name)
     globals()[name] = value
     return value
 

@@ -62,9 +62,9 @@ class LockHolder:
             self.conn.close()
 
 
-@pytest.fixture
-def pgsteady_lock_holder() -> Iterator[Callable[..., LockHolder]]:
-    """``hold(dsn, table, mode="ACCESS SHARE", ...) -> LockHolder``; all released afterwards."""
+def lock_holders() -> Iterator[Callable[..., LockHolder]]:
+    """``hold(dsn, table, mode="ACCESS SHARE", ...) -> LockHolder``; all released afterwards
+    (the ``pgsteady_lock_holder`` fixture's body)."""
     holders: list[LockHolder] = []
 
     def hold(dsn: str, table: str, mode: LockMode | str = LockMode.ACCESS_SHARE,
@@ -78,6 +78,9 @@ def pgsteady_lock_holder() -> Iterator[Callable[..., LockHolder]]:
     finally:
         for holder in holders:
             holder.release()
+
+
+pgsteady_lock_holder = pytest.fixture(lock_holders, name="pgsteady_lock_holder")
 
 
 @dataclass(frozen=True)

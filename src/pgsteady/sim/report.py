@@ -9,11 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pgsteady import _verdicts
-from pgsteady._extras import require
+from pgsteady._extras import needs, require
 from pgsteady.lab.tables import Column, FitTable
 from pgsteady.sim.config import SimConfig
 from pgsteady.sim.phase_map import Axis, PhaseMap
 from pgsteady.sim.validate import ANSWERED_TOLERANCE, VERDICT_AGREEMENT, Side, Validation
+
+with needs("cli", "the model's tables"):
+    pass
 
 
 def validation_table(result: Validation) -> FitTable:

@@ -37,12 +37,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from pgsteady._extras import needs
 from pgsteady.errors import LabError
 from pgsteady.lab import _process
 from pgsteady.lab.cluster import Cluster, Postgres, make_workdir, versions
 from pgsteady.lab.proxy import FaultProxy
 from pgsteady.lab.redis_server import RedisServer
-from pgsteady.migrate.testing import pgsteady_lock_holder  # noqa: F401
 
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
 TEST_PGBOUNCER_SETTINGS = {"server_login_retry": 1}
@@ -220,3 +220,14 @@ def pgsteady_redis() -> Iterator[RedisServer]:
     finally:
         server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def pgsteady_lock_holder() -> Iterator[Callable[..., Any]]:
+    """``hold(dsn, table, mode="ACCESS SHARE", ...) -> LockHolder``; all released afterwards
+    (:mod:`pgsteady.migrate.testing`). Imported here, on first use: its lock modes come
+    with pglast, an extra, and a plugin that fails to load would break every pytest run of
+    an application that installed only ``pgsteady``."""
+    with needs("cli", "the pgsteady_lock_holder fixture"):
+        from pgsteady.migrate.testing import lock_holders  # noqa: PLC0415
+    yield from lock_holders()

@@ -29,6 +29,7 @@ import psycopg
 from psycopg import sql
 
 from pgsteady import _verdicts
+from pgsteady._docs import LOCK_QUEUE
 from pgsteady.errors import LabError, MigrationError, PgsteadyError, UsageError
 from pgsteady.lab import _auth, _process
 from pgsteady.lab.cluster import Postgres, make_workdir
@@ -214,7 +215,7 @@ def run_lock_queue(config: LockQueueConfig, progress: Progress | None = None,
 SCENARIO = Scenario(
     name="lock-queue",
     help="reproduce the blocked migration and restart loop, and the fix",
-    description="Reproduce the lock-queue outage (docs/outages.md, 2): a long dashboard log "
+    description=f"Reproduce the lock-queue outage ({LOCK_QUEUE}): a long dashboard log "
                 "query, a deploy whose migration queues behind it, liveness probes that "
                 "restart gateway replicas, and sessions the killed replicas leave behind; then "
                 "the same deploy under pgsteady. Prints per-second tables and a summary.",

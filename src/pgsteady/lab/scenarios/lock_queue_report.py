@@ -9,9 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from pgsteady import _verdicts
+from pgsteady._extras import needs
 from pgsteady.lab import charts
 from pgsteady.lab.scenarios.lock_queue import LockQueueResult, RunResult, answered_share
 from pgsteady.lab.tables import Column, FitTable
+
+with needs("cli", "the lock-queue lab's tables"):
+    pass
 
 _COLOURS = {"ok": "#2e7d32", "failed": "#c62828", "timed_out": "#ef6c00",
             "sessions": "#1565c0", "queued": "#6a1b9a", "max": "#424242",

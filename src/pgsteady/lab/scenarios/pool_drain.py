@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from pgsteady import _verdicts
+from pgsteady._docs import POOL_DRAIN
 from pgsteady._version import __version__
 from pgsteady.errors import LabError, UsageError
 from pgsteady.lab import _process
@@ -258,7 +259,7 @@ def _prepare(given: dict[str, Any]) -> dict[str, Any]:
 SCENARIO = Scenario(
     name="pool-drain",
     help="reproduce the PgBouncer pool drain and show the fix side by side",
-    description="Reproduce the pool-drain outage (docs/outages.md): short deadlines through "
+    description=f"Reproduce the pool-drain outage ({POOL_DRAIN}): short deadlines through "
                 "PgBouncer with a 50 ms connection cost and a burst. Runs pgbench for the "
                 "ceiling, then each strategy, and prints per-second tables and a summary.",
     config=PoolDrainConfig, run=run_pool_drain,
