@@ -7,8 +7,10 @@ log, and it is tried again after a jittered wait with a longer lock_timeout (100
 to a 5 s cap, as GitLab's ``with_lock_retries``), until its tries or its retry budget run out.
 Readers queued behind it are therefore never stalled longer than the current lock_timeout.
 
-One runner at a time: a session advisory lock, waited for a bounded time; the error names the
-session holding it. ``no-transaction`` migrations (``CREATE INDEX CONCURRENTLY``) run alone,
+One runner at a time: a session advisory lock, then the advisory locks the migrations' own
+tool takes (Prisma's, golang-migrate's, Flyway's, tern's, goose's), so that tool and pgsteady
+never migrate one database at once; waited for a bounded time, the error names the session
+holding it. ``no-transaction`` migrations (``CREATE INDEX CONCURRENTLY``) run alone,
 with their own timeouts; an INVALID index a failed try left is dropped before the next try.
 
 The history is the migrations' tool's own table (:mod:`~pgsteady.migrate.history`); before
@@ -56,6 +58,7 @@ from pgsteady.migrate.session import (
     refuse_transaction_pooler,
     runner_lock,
     set_setting,
+    tool_locks,
 )
 from pgsteady.migrate.source import Migration
 from pgsteady.migrate.watch import BlockerWatch, server_pid
@@ -88,6 +91,7 @@ __all__ = [
     "statements_of",
     "states",
     "store_of",
+    "tool_locks",
     "with_lock_retries",
 ]
 
@@ -197,7 +201,9 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
              watch_connect: Callable[[], psycopg.Connection[Any]] | None = None) \
         -> list[Applied]:
     done: list[Applied] = []
-    with runner_lock(conn, policy.runner_wait):
+    store = store_of(policy, migrations)
+    with runner_lock(conn, policy.runner_wait,
+                     tool_locks(conn, store.tool, store.schema, store.table)):
         backstop(conn, policy)
         if baseline_tag is not None:
             baseline(conn, migrations, baseline_tag, policy)
@@ -212,7 +218,6 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
             report = preflight.check(conn, todo, min_age=policy.blocker_age)
             if not report.ok:
                 raise MigrationBlocked(report.summary())
-        store = store_of(policy, migrations)
         with conn.transaction():
             set_setting(conn, "lock_timeout", policy.lock_timeout, local=True)
             store.ensure(conn)

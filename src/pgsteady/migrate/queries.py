@@ -28,8 +28,10 @@ SET_LOCAL_TIMEOUTS = ("SELECT set_config('lock_timeout', %(lock_timeout)s, true)
 TRY_SECONDS_EXPR = "extract(epoch FROM clock_timestamp() - " + _TRY_STARTED + ")::float8"
 TRY_SECONDS = "SELECT " + TRY_SECONDS_EXPR
 
-TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s)"
-RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s)"
+TRY_RUNNER_LOCK = "SELECT pg_try_advisory_lock(%(key)s::int8)"
+RELEASE_RUNNER_LOCK = "SELECT pg_advisory_unlock(%(key)s::int8)"
+# What the tools' own lock keys are made of (tools.LockPlace).
+DATABASE_AND_SCHEMA = "SELECT current_database()::text, current_schema()::text"
 
 # Columns every "who is this session" query returns, in this order (see preflight.Session).
 _SESSION_COLUMNS = """
@@ -47,7 +49,7 @@ SELECT {_SESSION_COLUMNS}
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid = %(hi)s AND l.objid = %(lo)s AND l.objsubid = 1
+  AND l.classid = %(hi)s::int8::oid AND l.objid = %(lo)s::int8::oid AND l.objsubid = 1
 """
 
 # A relation name as written in a migration -> its oid, kind, and the table of an index.

@@ -30,7 +30,8 @@ def accept(dsn: str, migrations: Sequence[Migration], tags: Sequence[str],
     store = apply.store_of(policy, migrations)
     with apply.connect(dsn) as conn:
         apply.refuse_transaction_pooler(conn, dsn)
-        with apply.runner_lock(conn, policy.runner_wait):
+        with apply.runner_lock(conn, policy.runner_wait,
+                               apply.tool_locks(conn, store.tool, store.schema, store.table)):
             apply.backstop(conn, policy)
             done = _accept(conn, store, migrations, tags, policy)
     return done

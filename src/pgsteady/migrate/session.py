@@ -1,6 +1,6 @@
 """The migration runner's session: connecting (labelled, bounded), refusing a transaction
-pooler, the one-runner-at-a-time advisory lock (naming its holder), and the session's backstop
-timeouts.
+pooler, the one-runner-at-a-time advisory lock and the migration tool's own (naming their
+holder), and the session's backstop timeouts.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -25,6 +26,7 @@ from pgsteady.settings import (
     redact,
     refuse_admin_console,
 )
+from pgsteady.tools import registry
 
 if TYPE_CHECKING:  # the analysis (pglast's trees) is imported when a statement needs it
     pass
@@ -119,38 +121,78 @@ def refuse_transaction_pooler(conn: psycopg.Connection[Any], dsn: str) -> None:
                     f"PostgreSQL or through a session-mode pool")
 
 
+@dataclass(frozen=True)
+class ToolLock:
+    """An advisory lock a migration tool takes while it migrates (one-bigint ``key``), and
+    the tool's name as people write it (``owner``)."""
+
+    key: int
+    owner: str
+
+
+def tool_locks(conn: psycopg.Connection[Any], tool: str, schema: str,
+               table: str) -> list[ToolLock]:
+    """The locks ``tool``'s own runner takes on this database for its history at
+    ``schema.table`` (:meth:`~pgsteady.tools.registry.Tool.advisory_locks`)."""
+    kept = registry.get(tool)
+    row = conn.execute(queries.DATABASE_AND_SCHEMA).fetchone()
+    database, current = (row[0], row[1] or schema) if row is not None else ("", schema)
+    place = registry.LockPlace(database, current, schema, table)
+    keys = dict.fromkeys(k for k in kept.advisory_locks(place) if k != queries.RUNNER_LOCK_KEY)
+    return [ToolLock(key, kept.display) for key in keys]
+
+
 @contextmanager
-def runner_lock(conn: psycopg.Connection[Any], wait: float) -> Iterator[None]:
-    """Hold the one-runner-at-a-time advisory lock; wait at most ``wait`` seconds for it."""
+def runner_lock(conn: psycopg.Connection[Any], wait: float,
+                tool: Sequence[ToolLock] = ()) -> Iterator[None]:
+    """Hold the one-runner-at-a-time advisory lock, then those the migrations' own tool
+    takes (``tool``: so ``prisma migrate deploy`` or golang-migrate and pgsteady never run
+    at once on one database); wait at most ``wait`` seconds for all of them together."""
     deadline = time.monotonic() + wait
-    params = {"key": queries.RUNNER_LOCK_KEY}
+    held: list[int] = []
+    try:
+        _take_lock(conn, queries.RUNNER_LOCK_KEY, deadline, wait, None)
+        held.append(queries.RUNNER_LOCK_KEY)
+        for lock in tool:
+            _take_lock(conn, lock.key, deadline, wait, lock)
+            held.append(lock.key)
+        yield
+    finally:
+        for key in reversed(held):
+            try:
+                if not conn.closed:
+                    conn.execute(queries.RELEASE_RUNNER_LOCK, {"key": key})
+            except psycopg.Error:  # a lost session has released it already; keep the error
+                log.debug("could not release advisory lock %d", key, exc_info=True)
+
+
+def _take_lock(conn: psycopg.Connection[Any], key: int, deadline: float, wait: float,
+               lock: ToolLock | None) -> None:
+    """Take the session advisory lock ``key`` by the ``deadline``; MigrationBlocked naming
+    its holder if not (``lock``: the tool's lock it is, None: pgsteady's own)."""
+    params = {"key": key}
     while True:
         row = conn.execute(queries.TRY_RUNNER_LOCK, params).fetchone()
         if row is not None and row[0]:
-            break
+            return
         left = deadline - time.monotonic()
         if left <= 0:
-            holder = _runner_lock_holder(conn)
+            holder = _lock_holder(conn, key)
+            whose = "" if lock is None else \
+                f" (it holds {lock.owner}'s migration lock, advisory lock {key})"
             raise MigrationBlocked(
-                f"another migration runner is active: {holder}; waited {wait:g}s for it. Let it "
-                f"finish and run again (or raise the wait)")
+                f"another migration runner is active: {holder}{whose}; waited {wait:g}s for "
+                f"it. Let it finish and run again (or raise the wait)")
         time.sleep(min(POLL_RUNNER_LOCK, left))
-    try:
-        yield
-    finally:
-        try:
-            if not conn.closed:
-                conn.execute(queries.RELEASE_RUNNER_LOCK, params)
-        except psycopg.Error:  # a lost session has released it already; keep the real error
-            log.debug("could not release the runner lock", exc_info=True)
 
 
-def _runner_lock_holder(conn: psycopg.Connection[Any]) -> str:
+def _lock_holder(conn: psycopg.Connection[Any], key: int) -> str:
     from psycopg.rows import dict_row  # noqa: PLC0415 - only on this path
 
+    # pg_locks shows a one-bigint key as classid (high half) and objid (low half), objsubid 1
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(queries.RUNNER_LOCK_HOLDER, {
-            "hi": queries.RUNNER_LOCK_HI, "lo": queries.RUNNER_LOCK_LO,
+            "hi": (key >> 32) & 0xFFFFFFFF, "lo": key & 0xFFFFFFFF,
             "query_chars": preflight.QUERY_CHARS}).fetchone()
     if row is None:
         return "its holder ended meanwhile"

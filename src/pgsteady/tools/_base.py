@@ -8,6 +8,7 @@ This module imports neither psycopg nor pglast (lint imports it and must start f
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 from pgsteady._record import Record
@@ -168,6 +169,42 @@ def read(path: Path, heads: dict[Path, bytes] | None = None) -> str:
             from None
 
 
+class LockPlace(Record):
+    """Where a run keeps its history, as tools derive their migration lock keys from it:
+    the history table's ``schema`` and ``table``, the ``database`` connected to
+    (``current_database()``) and the session's ``current_schema()``."""
+
+    __slots__ = ("current_schema", "database", "schema", "table")
+
+    def __init__(self, database: str, current_schema: str, schema: str, table: str) -> None:
+        self.database: Final = database
+        self.current_schema: Final = current_schema
+        self.schema: Final = schema
+        self.table: Final = table
+
+    @property
+    def schemas(self) -> tuple[str, ...]:
+        """The history's schema, and ``current_schema()`` when it differs: a tool left to its
+        default uses the latter, one configured like pgsteady the former."""
+        return tuple(dict.fromkeys((self.schema, self.current_schema)))
+
+
+def go_advisory_lock_id(*names: str) -> int:
+    """golang-migrate's ``GenerateAdvisoryLockId``: crc32 (IEEE) of the names joined by NUL,
+    times 1486364155, wrapping as Go's uint32 does (so never negative)."""
+    return (zlib.crc32("\x00".join(names).encode("utf-8")) * 1486364155) & 0xFFFFFFFF
+
+
+def java_hash_code(text: str) -> int:
+    """Java's ``String.hashCode()``: ``31*h + c`` over the UTF-16 code units, as a signed
+    32-bit int (Flyway derives its lock key from it)."""
+    units = text.encode("utf-16-be")
+    value = 0
+    for at in range(0, len(units), 2):
+        value = (31 * value + int.from_bytes(units[at:at + 2], "big")) & 0xFFFFFFFF
+    return value - 2**32 if value >= 2**31 else value
+
+
 # --- folders ---------------------------------------------------------------------------------
 
 
@@ -289,6 +326,12 @@ class Tool:
         """The Up part of one file and whether it runs in a transaction (None: as its
         statements allow)."""
         return UpPart(text), None
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """The keys (one-bigint form) of the advisory locks the tool takes while it migrates
+        a database whose history is at ``place``: taken by pgsteady as well, so the tool and
+        ``pgsteady migrate`` cannot run at once. Empty: the tool takes none."""
+        return ()
 
     def scan(self, listing: Listing) -> Scan:
         """Every migration of the folder, in the tool's order, and what was skipped."""

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import LiteralString
 
-    from pgsteady.tools._base import Entry
+    from pgsteady.tools._base import Entry, LockPlace
 
 _MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
 
@@ -71,6 +71,11 @@ class Dbmate(FlatTool):
     history_order = "version"
     history_ddl = "CREATE TABLE IF NOT EXISTS {} (version varchar(128) PRIMARY KEY)"
     history_dml = _HISTORY_DML
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """dbmate takes no lock of its own (two dbmate runs can overlap): nothing to add to
+        pgsteady's runner lock."""
+        return ()
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return dbmate_up(path, text)

@@ -17,7 +17,7 @@ TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this 
 if TYPE_CHECKING:
     from typing import LiteralString
 
-    from pgsteady.tools._base import Entry
+    from pgsteady.tools._base import Entry, LockPlace
 
 VERSION_FOLDER = re.compile(r"\d[\d-]*_")  # <version>_<name>/ around up.sql
 
@@ -65,6 +65,11 @@ class Diesel(FolderTool):
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (version varchar(50) PRIMARY KEY NOT NULL, "
                    "run_on timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)")
     history_dml = _HISTORY_DML
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """Diesel's CLI and ``embed_migrations!`` take no advisory lock (two runs can overlap):
+        nothing to add to pgsteady's runner lock."""
+        return ()
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), diesel_transactional(path)

@@ -17,11 +17,13 @@ from pathlib import Path
 from pgsteady.tools._base import (
     THIS_TRY_MS,
     FlatTool,
+    LockPlace,
     MigrationFile,
     Row,
     Skipped,
     UpPart,
     check_version,
+    java_hash_code,
     named,
     read,
     sql_file,
@@ -59,6 +61,20 @@ def flyway_transactional(path: Path, text: str) -> bool | None:
         if match is not None:
             return match["value"].lower() != "false"
     return None
+
+
+# PostgreSQLAdvisoryLockTemplate's LOCK_MAGIC_NUM ("Flyway" in bytes); the key adds the
+# hashCode of the history table's name as Flyway prints it.
+FLYWAY_LOCK_BASE = (0x46 << 40) + (0x6C << 32) + (0x79 << 24) + (0x77 << 16) + (0x61 << 8) + 0x79
+
+
+def flyway_lock_key(schema: str, table: str) -> int:
+    """Flyway's advisory lock key for its history table ``schema.table``: the magic number
+    plus Java's hashCode of ``"schema"."table"`` (quoted as Flyway quotes PostgreSQL names)."""
+    def quoted(name: str) -> str:
+        return '"' + name.replace('"', '""') + '"'
+
+    return FLYWAY_LOCK_BASE + java_hash_code(f"{quoted(schema)}.{quoted(table)}")
 
 
 def flyway_checksum(text: str) -> int:
@@ -157,6 +173,12 @@ CREATE TABLE IF NOT EXISTS {} (
         label = match["name"].replace("_", " ")
         return MigrationFile(self.name, version, tag, order, label, path, UpPart(text),
                              flyway_transactional(path, text), text)
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """Flyway takes ``pg_try_advisory_xact_lock`` of its table's key around each
+        migration (or a session lock, with ``flyway.postgresql.transactional.lock=false``):
+        pgsteady's session lock on the same key keeps either out."""
+        return tuple(flyway_lock_key(schema, place.table) for schema in place.schemas)
 
     def key(self, found: MigrationFile) -> str:
         # Flyway's 1, 001 and 1.0 are one version (it refuses such a folder too)

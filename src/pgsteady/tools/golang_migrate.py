@@ -14,11 +14,13 @@ from pathlib import Path
 
 from pgsteady.tools._base import (
     FlatTool,
+    LockPlace,
     MigrationFile,
     Row,
     Skipped,
     UpPart,
     check_version,
+    go_advisory_lock_id,
     named,
     read,
     sql_file,
@@ -72,6 +74,15 @@ class GolangMigrate(FlatTool):
         version = check_version(path, match["version"])
         return MigrationFile(self.name, version, str(version), (version,), match["name"], path,
                              UpPart(text), None, text)
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """golang-migrate (v4.15+) holds ``pg_advisory_lock`` of a key made from the schema,
+        the table and the database name: the CLI names the database by its URL path
+        (``/app``), the library (``WithInstance``) by ``current_database()`` (``app``). Both,
+        for each schema the table may be configured in."""
+        return tuple(go_advisory_lock_id(schema, place.table, database)
+                     for schema in place.schemas
+                     for database in (f"/{place.database}", place.database))
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return UP.match(entry.name) is not None or DOWN.match(entry.name) is not None

@@ -12,6 +12,7 @@ from pathlib import Path
 from pgsteady.tools._base import (
     FlatTool,
     LayoutError,
+    LockPlace,
     MigrationFile,
     Row,
     Skipped,
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 _GO = re.compile(r"^(?P<version>\d+)_(?P<name>\w+)\.go$")
 _MARK = re.compile(r"^--\s*\+goose\s+(?P<what>.+?)\s*$", re.IGNORECASE)
+# goose's lock.DefaultLockID (crc32 of "goose"): taken only where the code passes
+# WithSessionLocker; taking it anyway costs nothing and keeps such a runner out.
+GOOSE_LOCK = 4097083626
 
 
 def goose_up(path: Path, text: str) -> tuple[UpPart, bool]:
@@ -94,6 +98,11 @@ CREATE TABLE IF NOT EXISTS {} (
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return goose_up(path, text)
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """goose's session locker (``lock.DefaultLockID``), when the program enables it;
+        the goose CLI takes no lock."""
+        return (GOOSE_LOCK,)
 
     def file(self, path: Path, skipped: list[Skipped],
              heads: dict[Path, bytes]) -> MigrationFile | None:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, LiteralString
 
-    from pgsteady.tools._base import Entry, Versioned
+    from pgsteady.tools._base import Entry, LockPlace, Versioned
 
 _NAME = re.compile(r"^(?P<version>\d+)_(?P<name>[A-Za-z0-9][A-Za-z0-9_.-]*)\.sql$")
 NUMBERED = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.sql$")
@@ -93,6 +93,11 @@ CREATE TABLE IF NOT EXISTS {} (
     finished    boolean NOT NULL DEFAULT true
 )"""
     history_dml = _HISTORY_DML
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """pgsteady's own runner lock (``queries.RUNNER_LOCK_KEY``) is taken for every layout;
+        nothing more."""
+        return ()
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), True

@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgsteady.tools._base import FolderTool, MigrationFile, Row, UpPart, check_version
+from pgsteady.tools._base import (
+    FolderTool,
+    LockPlace,
+    MigrationFile,
+    Row,
+    UpPart,
+    check_version,
+)
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -17,6 +24,8 @@ if TYPE_CHECKING:
 
     from pgsteady.tools._base import Entry, Versioned
 
+
+PRISMA_LOCK = 72707369  # the schema engine's advisory lock key
 
 # The history statements (action -> statement; {} is the qualified table name, values are
 # parameters).
@@ -70,6 +79,11 @@ CREATE TABLE IF NOT EXISTS {} (
         version = check_version(script, match["version"])
         return MigrationFile(self.name, version, script.parent.name, (version,), match["name"],
                              script, UpPart(text), None, text)
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """``prisma migrate deploy`` and ``resolve`` hold ``pg_advisory_lock(72707369)``
+        (one key for every database and schema) while they run."""
+        return (PRISMA_LOCK,)
 
     def claims_dir(self, entry: Entry) -> bool:
         return (entry.path / "migration.sql").is_file()

@@ -15,6 +15,7 @@ from pathlib import Path
 from pgsteady.tools._base import (
     LayoutError,
     Listing,
+    LockPlace,
     MigrationFile,
     Row,
     Scan,
@@ -24,8 +25,8 @@ from pgsteady.tools._base import (
     read,
 )
 
-__all__ = ["HISTORIES", "NAMES", "PROFILES", "LayoutError", "Listing", "MigrationFile", "Row",
-           "Scan", "Skipped", "Tool", "UpPart", "detect", "get", "read", "scan", "up_part"]
+__all__ = ["HISTORIES", "NAMES", "PROFILES", "LayoutError", "Listing", "LockPlace", "MigrationFile",
+           "Row", "Scan", "Skipped", "Tool", "UpPart", "detect", "get", "read", "scan", "up_part"]
 
 #: Tool name -> (module of this package, the attribute holding its Tool). Adding a tool: its
 #: module, its line here (in the place it should have in lists and detection).

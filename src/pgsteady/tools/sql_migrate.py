@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import LiteralString
 
-    from pgsteady.tools._base import Entry
+    from pgsteady.tools._base import Entry, LockPlace
 
 # sql-migrate matches its marks exactly (case, spacing): so does pgsteady.
 _PREFIX = "-- +migrate "
@@ -87,6 +87,11 @@ class SqlMigrate(FlatTool):
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (id text NOT NULL PRIMARY KEY, "
                    "applied_at timestamp with time zone)")
     history_dml = _HISTORY_DML
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """sql-migrate takes no lock of its own (two runs can overlap): nothing to add to
+        pgsteady's runner lock."""
+        return ()
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return sql_migrate_up(path, text)

@@ -11,6 +11,7 @@ from pathlib import Path
 from pgsteady.tools._base import (
     FlatTool,
     LayoutError,
+    LockPlace,
     MigrationFile,
     Row,
     Skipped,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 # tern matches its marks exactly (case, spacing): so does pgsteady.
 SPLIT = "---- create above / drop below ----"
 NO_TX = re.compile(r"^---- tern: disable-tx ----$", re.MULTILINE)
+TERN_LOCK = 9628173550095224  # tern's Migrator holds pg_advisory_lock of this while it runs
 
 
 def tern_up(text: str) -> tuple[UpPart, bool]:
@@ -75,6 +77,11 @@ class Tern(FlatTool):
         up, transactional = tern_up(text)
         return MigrationFile(self.name, version, str(version), (version,), match["name"], path,
                              up, transactional, text)
+
+    def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
+        """tern's ``Migrator`` holds ``pg_advisory_lock(9628173550095224)`` (one key for
+        every database) while it migrates."""
+        return (TERN_LOCK,)
 
     def check_order(self, files: list[MigrationFile]) -> None:
         for number, found in enumerate(files, start=1):
