@@ -6,6 +6,8 @@ do), so an ``except psycopg.OperationalError`` a service already has keeps worki
     PgsteadyError
     ├── UsageError             bad arguments or input; the CLI exits 2
     ├── CannotConnect          no server answered; the CLI exits 3      (+ OperationalError)
+    │   └── ServerWentAway     the server stopped or ended the session under a migration;
+    │                          the message says whether that migration applied (or unknown)
     ├── LabError               the embedded cluster or a lab run could not do its job
     │   └── VersionNotInstalled  the PostgreSQL major asked for is not installed; exits 2
     ├── DeadlineExceeded       the caller's deadline passed             (+ OperationalError)
@@ -72,6 +74,17 @@ class CannotConnect(PgsteadyError, psycopg.OperationalError):
         super().__init__(message)
         if _REFUSED_SETTING.search(message):
             self.exit_code = EXIT_USAGE
+
+
+class ServerWentAway(CannotConnect):
+    """The server shut down, crashed or ended the session while a migration ran: not the
+    migration's fault (exit 3, as for a server that does not answer). The message says
+    whether that migration applied, read from the history on a new session, or that it is
+    unknown until the server is back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = EXIT_CANNOT_CONNECT  # never read as a refused DSN setting
 
 
 # libpq's own words for a connection setting it will not use ("invalid sslmode value",

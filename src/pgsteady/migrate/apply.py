@@ -37,7 +37,7 @@ from typing import Any
 
 import psycopg
 
-from pgsteady.errors import MigrationBlocked, MigrationError, UsageError
+from pgsteady.errors import MigrationBlocked, MigrationError, ServerWentAway, UsageError
 from pgsteady.migrate import history, preflight, send, status
 from pgsteady.migrate.execute import apply_one, statements_of
 from pgsteady.migrate.policy import (
@@ -62,6 +62,7 @@ from pgsteady.migrate.session import (
 )
 from pgsteady.migrate.source import Migration
 from pgsteady.migrate.watch import BlockerWatch, server_pid
+from pgsteady.tools.registry import Row
 
 # The run lives here; its parts in policy (timeouts, retries), session (connection, runner
 # lock) and execute (one migration's statements). Their names used from here stay importable.
@@ -101,6 +102,9 @@ log = logging.getLogger("pgsteady.migrate")
 # blocker-watch window; a failed one is then retried alone.
 BATCH_MIGRATIONS = 32  # ~10 ms of a quiet server: the blocker watch (50 ms) stays idle
 BATCH_CHARS = 1 << 20
+# Seconds a new session gets to read the history after the server ended ours (libpq's least
+# connect_timeout is 2 s).
+RECONNECT_TIMEOUT = 2
 
 
 def store_of(policy: Policy, migrations: Sequence[Migration]) -> history.Store:
@@ -192,13 +196,15 @@ def migrate(dsn: str, migrations: Sequence[Migration], policy: Policy | None = N
         refuse_transaction_pooler(conn, dsn)  # before the runner lock: it must not leak
         return _migrate(conn, migrations, policy, check_first=check_first,
                         on_applied=on_applied, baseline_tag=baseline_tag,
-                        watch_connect=lambda: _watch_connection(dsn))
+                        watch_connect=lambda: _watch_connection(dsn),
+                        reconnect=lambda: connect(dsn, connect_timeout=RECONNECT_TIMEOUT))
 
 
 def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], policy: Policy,
              *, check_first: bool, on_applied: Callable[[Applied], None] | None,
              baseline_tag: str | None,
-             watch_connect: Callable[[], psycopg.Connection[Any]] | None = None) \
+             watch_connect: Callable[[], psycopg.Connection[Any]] | None = None,
+             reconnect: Callable[[], psycopg.Connection[Any]] | None = None) \
         -> list[Applied]:
     done: list[Applied] = []
     store = store_of(policy, migrations)
@@ -225,34 +231,104 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
         watcher = BlockerWatch(watch_connect, server_pid(conn)) if watch_connect else None
         with watcher or nullcontext(), _unprepared_after(conn, store):
             position = 0
-            while position < len(todo):  # each round applies one migration at least, or raises
-                batch = next_batch(todo, position)
-                applied: list[Applied] = []
-                failure: BaseException | None = None
-                started = time.monotonic()
-                if len(batch) > 1:
-                    applied, failure, started = apply_batch(conn, batch, policy, store,
-                                                            watcher=watcher)
-                for one in applied:
+            try:
+                # each round applies one migration at least, or raises
+                while position < len(todo):
+                    batch = next_batch(todo, position)
+                    applied: list[Applied] = []
+                    failure: BaseException | None = None
+                    started = time.monotonic()
+                    if len(batch) > 1:
+                        applied, failure, started = apply_batch(conn, batch, policy, store,
+                                                                watcher=watcher)
+                    for one in applied:
+                        done.append(one)
+                        if on_applied is not None:
+                            on_applied(one)
+                    position += len(applied)
+                    if failure is None and len(batch) > 1:
+                        continue
+                    # alone: a no-transaction migration, or the one that failed in a batch (or
+                    # one whose message the server refused to parse: none of it ran)
+                    refused = isinstance(failure, send.MessageRefused)
+                    one = apply_one(conn, todo[position], policy, store, watcher=watcher,
+                                    first_try=None if refused else failure,
+                                    started=None if refused else started)
                     done.append(one)
                     if on_applied is not None:
                         on_applied(one)
-                position += len(applied)
-                if failure is None and len(batch) > 1:
-                    continue
-                # alone: a no-transaction migration, or the one that failed in a batch (or
-                # one whose message the server refused to parse: none of it ran)
-                refused = isinstance(failure, send.MessageRefused)
-                one = apply_one(conn, todo[position], policy, store, watcher=watcher,
-                                first_try=None if refused else failure,
-                                started=None if refused else started)
-                done.append(one)
-                if on_applied is not None:
-                    on_applied(one)
-                position += 1
+                    position += 1
+            except Exception as exc:
+                lost = session_lost(exc, conn)
+                if lost is None:
+                    raise
+                raise went_away(lost, todo[position], migrations, store, reconnect) from exc
     if elsewhere is not None:
         raise MigrationBlocked(_stopped_before(elsewhere, len(done)))
     return done
+
+
+def session_lost(exc: BaseException, conn: psycopg.Connection[Any]) -> psycopg.Error | None:
+    """The driver's error behind ``exc`` when the session itself is gone (the server shut
+    down, crashed or ended it: SQLSTATE 57P01-57P04, or the connection lost), else None.
+    Such a failure is no fault of the migration's and must not read as one."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        one = todo.pop()
+        if one is None or id(one) in seen:
+            continue
+        seen.add(id(one))
+        if isinstance(one, psycopg.Error) and (
+                (one.sqlstate or "").startswith("57P")
+                or (isinstance(one, psycopg.OperationalError) and conn.broken)):
+            return one
+        cause = getattr(one, "cause", None)
+        todo += [one.__cause__, one.__context__,
+                 cause if isinstance(cause, BaseException) else None]
+    return None
+
+
+def went_away(error: psycopg.Error, running: Migration, migrations: Sequence[Migration],
+              store: history.Store,
+              reconnect: Callable[[], psycopg.Connection[Any]] | None) -> ServerWentAway:
+    """What a lost session means for the migration that was running: whether it applied,
+    read from the history on a new session (the server ended only ours), or unknown (the
+    server is not back)."""
+    why = describe_pg_error(error) if error.sqlstate else "the connection was lost"
+    name = running.path.name
+    outcome = None
+    if reconnect is not None:
+        try:
+            with reconnect() as conn:
+                set_setting(conn, "statement_timeout", RECONNECT_TIMEOUT, local=False)
+                set_setting(conn, "lock_timeout", RECONNECT_TIMEOUT, local=False)
+                outcome = _outcome(running, store.applied(conn, migrations), store)
+        except Exception:  # the server is not back: the outcome cannot be read now
+            log.debug("could not read the history after losing the session", exc_info=True)
+    if outcome is None:
+        return ServerWentAway(
+            f"the server went away while {name} ran ({why}); whether {name} applied is "
+            f"unknown: check pgsteady migrate --status once the server is back, then run "
+            f"again")
+    return ServerWentAway(f"the server ended the session while {name} ran ({why}); {outcome}; "
+                          f"run again when the server is ready")
+
+
+def _outcome(running: Migration, applied: dict[str, Row],
+             store: history.Store) -> str:
+    """Whether ``running`` applied, as its history row tells."""
+    name = running.path.name
+    row = applied.get(running.tag)
+    if row is not None and row.finished:
+        return f"{name} applied (its row in {store.qualified} is there)"
+    if row is not None:
+        return (f"{name} started outside a transaction and did not finish: part of it may have "
+                f"taken effect; see pgsteady migrate --status")
+    if running.transactional:
+        return f"{name} did not apply ({store.qualified} does not have it)"
+    return (f"{name} is not recorded in {store.qualified}, but it ran outside a transaction: "
+            f"part of it may have taken effect; see pgsteady migrate --status")
 
 
 def _before_elsewhere(todo: list[Migration]) -> tuple[list[Migration], Migration | None]:
