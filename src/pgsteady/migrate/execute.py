@@ -119,9 +119,11 @@ def apply_in_steps(conn: psycopg.Connection[Any], migration: Migration, policy: 
             tool = source.tool_name(migration.layout)
             ran = "statement 1" if number == 1 else f"statements 1-{number}"
             raise type(exc)(f"{exc} ({ran} of {last + 1} in this file ran before it and stay "
-                            f"applied, each on its own as {tool} runs them; a rerun runs "
-                            f"them again, so they must be safe to repeat, like IF NOT "
-                            f"EXISTS)") from exc.__cause__
+                            f"applied, each on its own as {tool} runs them; the history "
+                            f"records the file only once all of it ran, so --status shows "
+                            f"it pending, and a rerun runs the whole file again: its "
+                            f"statements must be safe to repeat, like IF NOT EXISTS)") \
+                from exc.__cause__
         tries = max(tries, done.tries)  # the most any step needed
     return Applied(migration.version, migration.name, tries, time.monotonic() - start,
                    migration.tag)

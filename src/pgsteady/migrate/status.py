@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pgsteady.migrate import source
 from pgsteady.migrate.source import Migration
 from pgsteady.tools import registry
 from pgsteady.tools.registry import Row
@@ -61,6 +62,20 @@ def resumable(migration: Migration) -> bool:
         migration.statements[0].kind == "CREATE INDEX CONCURRENTLY"
 
 
+def partly_applied_note(migration: Migration) -> str:
+    """For a pending no-transaction file of several statements: that a run which failed
+    part-way left its first statements applied. The tools' histories record such a file only
+    once all of it ran and have no place for its steps, so how many ran cannot be read back;
+    this says so plainly rather than showing a bare "pending"."""
+    steps = len(migration.parts)
+    if migration.transactional or steps < 2:
+        return ""
+    tool = source.tool_name(migration.layout)
+    return (f"its {steps} statements run one by one outside a transaction: if a run failed "
+            f"part-way, the statements before the failed one are applied though the history "
+            f"cannot show it, and {tool} reruns the whole file")
+
+
 def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
             allow_out_of_order: bool = False, check_checksums: bool = True) -> list[Entry]:
     """Every version of the folder and the history, in order, with its state."""
@@ -76,7 +91,8 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
                 entries.append(Entry(migration.tag, OUT_OF_ORDER, migration, None,
                                      "older than the newest applied version"))
             else:
-                entries.append(Entry(migration.tag, PENDING, migration, None))
+                entries.append(Entry(migration.tag, PENDING, migration, None,
+                                     partly_applied_note(migration)))
         elif not row.finished:
             state = PENDING if resumable(migration) else UNFINISHED
             entries.append(Entry(migration.tag, state, migration, row,
