@@ -233,9 +233,9 @@ def test_a_layout_that_fits_no_file_is_one_line_naming_the_one_that_does(tmp_pat
         assert result.returncode == 2, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "no file is a goose migration (2 skipped" in lines[0]
-        assert "pass --layout flyway" in lines[0] and "pw" not in lines[0]
+        assert "pass --tool flyway" in lines[0] and "pw" not in lines[0]
     # a layout that refuses a file (rather than skipping it) names the right one too
     result = run_cli("migrate", "--dsn", "postgresql://app:pw@127.0.0.1:1/x",
                      "--dir", str(folder), "--tool", "pgsteady")
     assert result.returncode == 2 and "V1__a.sql:1: the name must be" in result.stderr
-    assert "(the folder reads as flyway: pass --layout flyway" in result.stderr
+    assert "(the folder reads as flyway: pass --tool flyway" in result.stderr

@@ -208,7 +208,7 @@ def test_a_pgsteady_file_holding_a_rollback_part_is_refused(tmp_path, mark, tool
     write(tmp_path, {"20240101000000_people.sql":
                      f"-- {tool}\nCREATE TABLE people (id int);\n\n  {mark}\nDROP TABLE people;\n"})
     with pytest.raises(LayoutError, match=rf"20240101000000_people.sql:4: '{re.escape(mark)}' "
-                                          rf"starts a rollback part.*--layout"):
+                                          rf"starts a rollback part.*--tool"):
         layouts.scan(tmp_path, "pgsteady")
 
 
@@ -273,7 +273,7 @@ def test_detect_each_layout(tmp_path):
         folder = write(tmp_path / name, files)
         assert layouts.detect(folder) == name
     mixed = write(tmp_path / "mixed", {"V1__a.sql": "x", "1_a.up.sql": "x"})
-    with pytest.raises(LayoutError, match="flyway and golang-migrate; pass --layout"):
+    with pytest.raises(LayoutError, match="flyway and golang-migrate; pass --tool"):
         layouts.detect(mixed)
 
 

@@ -112,7 +112,7 @@ def detect(paths: Iterable[str]) -> Choice:
     try:
         found = registry.detect(folder, listing)
     except registry.LayoutError as exc:
-        return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --runner", listing)
+        return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --tool", listing)
     if found == "pgsteady":
         return Choice("pgsteady", "no other tool's layout found", listing)
     return Choice(found, f"detected from {folder}", listing)

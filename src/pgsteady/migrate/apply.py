@@ -129,7 +129,7 @@ def pending(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
     """Migrations not in the history yet, in order; MigrationError if the folder and the
     history disagree (an edited, renamed, missing, unfinished or out-of-order version)."""
     if not migrations:
-        raise MigrationError("the folder holds no migrations; check --dir (and --layout)")
+        raise MigrationError("the folder holds no migrations; check --dir (and --tool)")
     entries = states(conn, migrations, policy)
     wrong = status.disagreements(entries)
     if wrong:

@@ -140,7 +140,7 @@ def _fits(directory: str | Path, layout: str) -> str | None:
 def _fits_hint(directory: str | Path, layout: str) -> str:
     """`` (the folder reads as flyway: ...)`` after a --tool's refusal of a file."""
     fits = _fits(directory, layout) if layout != "auto" else None
-    return (f" (the folder reads as {fits}: pass --layout {fits} or leave --layout out)"
+    return (f" (the folder reads as {fits}: pass --tool {fits} or leave --tool out)"
             if fits else "")
 
 
@@ -149,8 +149,8 @@ def _no_file_of(directory: str | Path, layout: str, said: list[registry.Skipped]
     does when detection finds it."""
     fits = _fits(directory, layout)
     first = said[0]
-    hint = (f"the folder reads as {fits}: pass --layout {fits} or leave --layout out"
-            if fits else "is --dir the migrations folder, and --layout its tool?")
+    hint = (f"the folder reads as {fits}: pass --tool {fits} or leave --tool out"
+            if fits else "is --dir the migrations folder, and --tool its tool?")
     return (f"{directory}: no file is a {layout} migration ({len(said)} skipped; "
             f"{first.path.name}: {first.reason}); {hint}")
 

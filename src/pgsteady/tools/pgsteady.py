@@ -50,7 +50,7 @@ def refuse_down_part(path: Path, text: str) -> None:
         line = text.count("\n", 0, down.start()) + 1
         raise LayoutError(f"{path}:{line}: {down[0].strip()!r} starts a rollback part, which "
                           f"a pgsteady migration would run right after the change; pass the "
-                          f"folder's tool with --layout (one of {', '.join(NAMES[1:])}), or "
+                          f"folder's tool with --tool (one of {', '.join(NAMES[1:])}), or "
                           f"move the rollback out of the file")
 
 

@@ -112,12 +112,12 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
     others = found - {"pgsteady"}
     if len(others) > 1:
         raise LayoutError(f"{path}: cannot tell the layout, it looks like "
-                          f"{' and '.join(sorted(others))}; pass --layout")
+                          f"{' and '.join(sorted(others))}; pass --tool")
     if others and "pgsteady" in found:
         # goose/dbmate folders whose every file has its marks are unambiguous; a mix is not
         raise LayoutError(f"{path}: cannot tell the layout: some files look like "
                           f"{next(iter(others))} and some like plain pgsteady files; pass "
-                          f"--layout")
+                          f"--tool")
     return next(iter(others)) if others else "pgsteady"
 
 
