@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_manage
+from shop_project import EXAMPLE, SRC, _environ, run_manage
 
 
 def test_lint_flags_add_field_at_its_operation(db):
@@ -81,7 +81,6 @@ def test_pgsteady_lint_runner_django_from_the_project_folder(db):
     import subprocess
     import sys
 
-    from conftest import EXAMPLE, _environ
 
     result = subprocess.run(
         [sys.executable, "-m", "pgsteady", "lint", "--tool", "django", "--django-settings",
@@ -107,7 +106,6 @@ def test_pgsteady_lint_runner_django_without_settings_is_one_line(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    from conftest import SRC
     env["PYTHONPATH"] = str(SRC)
     result = subprocess.run([sys.executable, "-m", "pgsteady", "lint", "--tool", "django"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60,

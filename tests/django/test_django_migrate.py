@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 import psycopg
+from shop_project import run_manage, start_manage
 
-from conftest import run_manage, start_manage
 from pgsteady.migrate.testing import LockHolder
 
 BUDGET = 1.5  # PGSTEADY_RETRY_BUDGET in conftest.run_manage

@@ -6,7 +6,7 @@ import json
 import os
 import socket
 
-from conftest import run_manage
+from shop_project import run_manage
 
 SHOW = ("import json; from django.db import connection, transaction\n"
         "def show():\n"
