@@ -73,9 +73,15 @@ def test_ctrl_c_while_waiting_is_a_caller_leaving(pgsteady_database, running):
         # blocked wait).
         main = threading.main_thread().ident
         assert main is not None
-        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
-        with pytest.raises(KeyboardInterrupt):
-            db.execute(statement, deadline=30)
+        # Python leaves SIGINT ignored when it starts with it ignored (a run started with
+        # `&` by a script, as CI may start it): give it Python's own Ctrl-C for this test.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+            with pytest.raises(KeyboardInterrupt):
+                db.execute(statement, deadline=30)
+        finally:
+            signal.signal(signal.SIGINT, previous)
         if not running:
             busy.join(10)
         _settle(db)
