@@ -45,6 +45,33 @@ async def _rowcount(cur: psycopg.AsyncCursor[Any]) -> Any:
     return cur.rowcount
 
 
+async def wait_for_outcome(core: Core, job: Job) -> Any:
+    """The caller's side of an admitted ``job`` (its ``waker`` a future the job's runner
+    settles): wait until the outcome or the deadline, whichever comes first. A caller that
+    leaves (cancelled, Ctrl-C) counts as a passed deadline: a job not started is dropped, a
+    started one completes, abandoned. AsyncDatabase and AsyncSteady both wait this way."""
+    loop = asyncio.get_running_loop()
+    timer = None if job.budget is None else loop.call_later(job.budget, _expire, core, job)
+    try:
+        await job.waker
+    except BaseException as exc:
+        # The deadline's own error is the waker's and has counted itself already.
+        if not (job.waker.done() and not job.waker.cancelled()
+                and job.waker.exception() is exc):
+            core.give_up(job, time.monotonic())
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return core.outcome(job, time.monotonic())
+
+
+def _expire(core: Core, job: Job) -> None:
+    error = core.give_up(job, time.monotonic())
+    if error is not None and not job.waker.done():
+        job.waker.set_exception(error)
+
+
 class AsyncDatabase:
     """The asyncio twin of :class:`~pgsteady.runner.Database`; call ``await open()`` first
     (or use ``async with``)."""
@@ -207,25 +234,7 @@ class AsyncDatabase:
         self._core.admit(job)
         job.waker = loop.create_future()
         self._wake_one()
-        timer = None if budget is None else loop.call_later(budget, self._expire, job)
-        try:
-            await job.waker
-        except BaseException as exc:
-            # The caller left (cancelled, Ctrl-C): the same as a passed deadline. The
-            # deadline's own error is the waker's and has counted itself already.
-            if not (job.waker.done() and not job.waker.cancelled()
-                    and job.waker.exception() is exc):
-                self._core.give_up(job, time.monotonic())
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-        return self._core.outcome(job, time.monotonic())
-
-    def _expire(self, job: Job) -> None:
-        error = self._core.give_up(job, time.monotonic())
-        if error is not None and not job.waker.done():
-            job.waker.set_exception(error)
+        return await wait_for_outcome(self._core, job)
 
     def _wake_one(self) -> None:
         for idle in (self._idle_holding, self._idle_empty):

@@ -58,6 +58,7 @@ with needs("sqlalchemy", "pgsteady.sqlalchemy (Steady, AsyncSteady)"):
 
 from pgsteady import _core
 from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady.arunner import wait_for_outcome
 from pgsteady.errors import QueryFailed, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.runner import DEFAULT
@@ -353,25 +354,7 @@ class AsyncSteady:
             assert error is not None
             raise error
         self._dispatch()
-        timer = None if budget is None else loop.call_later(budget, self._expire, job)
-        try:
-            await job.waker
-        except BaseException as exc:
-            # The caller left (cancelled): the same as a passed deadline. The deadline's own
-            # error is the waker's and has counted itself already.
-            if not (job.waker.done() and not job.waker.cancelled()
-                    and job.waker.exception() is exc):
-                self._core.give_up(job, time.monotonic())
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-        return self._core.outcome(job, time.monotonic())
-
-    def _expire(self, job: Job) -> None:
-        error = self._core.give_up(job, time.monotonic())
-        if error is not None and not job.waker.done():
-            job.waker.set_exception(error)
+        return await wait_for_outcome(self._core, job)
 
     def _dispatch(self) -> None:
         """Start a task for each queued job a slot is free for: the task, not the caller,
