@@ -173,6 +173,17 @@ class Core:
         self.accepted += 1
         self.waiting.append(job)
 
+    def can_start(self) -> bool:
+        """Whether a job may skip the backlog now (:meth:`start`): open, and nobody queued."""
+        return self.opened and not self.closed and not self.waiting
+
+    def start(self, job: Job) -> None:
+        """Accept ``job`` straight into RUNNING: its caller holds an idle connection and runs
+        it at once (``pgsteady._direct``), the backlog being empty."""
+        self.accepted += 1
+        self.running += 1
+        job.state = State.RUNNING
+
     def close(self) -> list[Job]:
         """Refuse new jobs; end the queued ones with :class:`DatabaseClosed`."""
         self.closed = True

@@ -6,6 +6,10 @@ a deadline can never close a connection under a query — the move that makes Pg
 server connections and drain its pool (docs/outages.md). A job whose caller gave up before it
 started is dropped without touching the database; the backlog is bounded (``Overloaded``).
 
+A one-statement call that finds a worker idle with a connection skips the hand-off: it
+borrows that connection and runs on its own thread, and the worker finishes the statement only
+if the caller leaves first (:mod:`pgsteady._direct`).
+
 The rules live in :mod:`pgsteady._core`; this module and :mod:`pgsteady.arunner` only move
 jobs between callers, workers and the pool, each in its own concurrency model.
 """
@@ -16,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -23,7 +28,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool
 
-from pgsteady import _core, _poollog
+from pgsteady import _core, _direct, _poollog
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
@@ -43,6 +48,15 @@ DEFAULT: Any = _Default()
 """Use the Database's default deadline."""
 
 
+@dataclass(eq=False, slots=True)
+class _Slot:
+    """A worker, the connection it holds between jobs, and who is using that connection."""
+
+    wake: threading.Event
+    conn: psycopg.Connection[Any] | None = None
+    turns: int = 0
+    lent: bool = False  # a caller runs a statement on ``conn`` in its own thread
+    left: tuple[Any, Job] | None = None  # (generator, job) its caller left: finish it
 
 def _one(cur: psycopg.Cursor[Any]) -> Any:
     return cur.fetchone()
@@ -98,15 +112,21 @@ class Database:
         self._lock = threading.Lock()
         # Idle workers, each waiting on its own Event; those holding a connection are woken
         # first, so a job never waits for a connection while another worker holds one idle.
-        self._idle_holding: list[threading.Event] = []
-        self._idle_empty: list[threading.Event] = []
+        self._idle_holding: list[_Slot] = []
+        self._idle_empty: list[_Slot] = []
+        self._slots: list[_Slot] = []
+        kwargs = dict(pool_kwargs or {})
+        self._direct = _direct.ENABLED
+        if self._direct:
+            kwargs["connection_class"] = _direct.driven(
+                kwargs.get("connection_class", psycopg.Connection))
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
             conninfo, **setup.pool_args(),
             configure=self._configure if pooler in ("direct", "session") else None,
-            **(pool_kwargs or {}))
+            **kwargs)
         self._workers: list[threading.Thread] = []
         self.conninfo = redact(conninfo)
         self.breaker = breaker
@@ -150,8 +170,8 @@ class Database:
         with self._lock:
             for job in self._core.close():
                 job.waker.release()
-            for event in self._idle_holding + self._idle_empty:
-                event.set()
+            for slot in self._slots:
+                slot.wake.set()
         deadline = time.monotonic() + timeout
         for worker in self._workers:
             worker.join(max(0.0, deadline - time.monotonic()))
@@ -183,18 +203,20 @@ class Database:
     def fetchone(self, query: Query, params: Params | None = None, *,
                  deadline: Duration = DEFAULT) -> Any:
         """The first row of one statement, or None."""
-        return self._call(self._statement(query, params, _one), deadline)
+        return self._call(self._statement(query, params, _one), deadline, single=True)
 
     def fetchall(self, query: Query, params: Params | None = None, *,
                  deadline: Duration = DEFAULT) -> list[Any]:
         """Every row of one statement."""
-        rows: list[Any] = self._call(self._statement(query, params, _all), deadline)
+        rows: list[Any] = self._call(self._statement(query, params, _all), deadline,
+                                     single=True)
         return rows
 
     def execute(self, query: Query, params: Params | None = None, *,
                 deadline: Duration = DEFAULT) -> int:
         """Run one statement; return its row count."""
-        count: int = self._call(self._statement(query, params, _rowcount), deadline)
+        count: int = self._call(self._statement(query, params, _rowcount), deadline,
+                                single=True)
         return count
 
     def run(self, fn: Callable[[psycopg.Connection[Any]], T], *,
@@ -249,23 +271,32 @@ class Database:
 
         return work
 
-    def _call(self, work: Callable[[Any, Job], Any], deadline: Duration) -> Any:
+    def _call(self, work: Callable[[Any, Job], Any], deadline: Duration,
+              single: bool = False) -> Any:
         if self.breaker is None:
-            return self._unguarded(work, deadline)
-        return self.breaker.guard(lambda: self._unguarded(work, deadline),
+            return self._unguarded(work, deadline, single)
+        return self.breaker.guard(lambda: self._unguarded(work, deadline, single),
                                   _core.breaker_verdict)
 
-    def _unguarded(self, work: Callable[[Any, Job], Any], deadline: Duration) -> Any:
+    def _unguarded(self, work: Callable[[Any, Job], Any], deadline: Duration,
+                   single: bool) -> Any:
+        """Run ``work`` and wait for it until the deadline. ``single``: it sends one
+        statement, so its caller may run it on a borrowed connection (``_direct``)."""
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)
+        if single and self._direct and (budget is None or budget > 0):
+            with self._lock:
+                slot = self._lend(job)
+            if slot is not None:
+                return self._drive(slot, job)
         job.waker = threading.Lock()
         job.waker.acquire()
         with self._lock:
             self._core.admit(job)
             for idle in (self._idle_holding, self._idle_empty):
                 if idle:
-                    idle.pop().set()
+                    idle.pop().wake.set()
                     break
         try:
             answered = job.waker.acquire(timeout=-1 if budget is None else budget)
@@ -284,51 +315,138 @@ class Database:
                 return self._core.outcome(job, time.monotonic())
         raise error
 
+    # -- a caller on a borrowed connection (see _direct) -------------------------------------
+
+    def _lend(self, job: Job) -> _Slot | None:
+        """Under the lock: an idle worker's connection for ``job``'s caller, with ``job``
+        started, or None if a job is queued (no overtaking) or no worker idles holding one."""
+        if not self._idle_holding or not self._core.can_start():
+            return None
+        slot = self._idle_holding.pop()
+        slot.lent = True
+        self._core.start(job)
+        return slot
+
+    def _drive(self, slot: _Slot, job: Job) -> Any:
+        conn = slot.conn
+        assert isinstance(conn, _direct.DrivenConnection)
+        drive = _direct.Drive(job.deadline, lambda gen: self._leave(slot, job, gen))
+        conn.pgsteady_drive = drive
+        try:
+            result = job.work(conn, job)
+        except _direct.Left as left:  # the deadline passed; the worker finishes the statement
+            raise left.error from None
+        except BaseException as exc:
+            if drive.handed:  # Ctrl-C during the wait: the worker has the statement
+                raise
+            error = _core.wrap_error(exc, job, broken=conn.closed)
+            self._return(slot, job, None, error)
+            if error is exc or not isinstance(exc, Exception):
+                raise
+            raise error from exc
+        self._return(slot, job, result, None)
+        return result
+
+    def _return(self, slot: _Slot, job: Job, result: Any, error: BaseException | None) -> None:
+        """The caller's statement ended: the worker gets its connection back, and wakes only
+        if there is something to do (a queued job, closing, a connection to retire)."""
+        assert isinstance(slot.conn, _direct.DrivenConnection)
+        slot.conn.pgsteady_drive = None
+        with self._lock:
+            self._core.finish(job, result, error)
+            slot.lent = False
+            slot.turns += 1
+            if (self._core.waiting or self._core.closed or slot.conn.closed
+                    or slot.turns >= _core.KEEP_CONNECTION_FOR):
+                slot.wake.set()
+            else:
+                self._idle_holding.append(slot)
+
+    def _leave(self, slot: _Slot, job: Job, gen: Any) -> BaseException:
+        """The caller leaves mid-statement: its worker drives the statement to its end."""
+        with self._lock:
+            slot.left = (gen, job)
+            error = self._core.give_up(job, time.monotonic())
+            slot.wake.set()
+        assert error is not None  # a started job ends only by the worker, after this
+        return error
+
+    def _finish_left(self, slot: _Slot, gen: Any, job: Job) -> None:
+        assert slot.conn is not None
+        error = None
+        try:
+            _direct.finish(slot.conn, gen)
+        except BaseException as exc:  # recorded; a worker must not die silently
+            error = _core.wrap_error(exc, job, broken=slot.conn.closed)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            with self._lock:
+                self._core.finish(job, None, error)
+                slot.lent = False
+                slot.turns += 1
+
+    # -- workers -----------------------------------------------------------------------------
+
     def _worker(self) -> None:
         """Take jobs; run each on a connection held between jobs while work keeps coming
-        (a pool round trip per job would cost more than the runner itself)."""
-        conn: psycopg.Connection[Any] | None = None
-        turns = 0
-        wake = threading.Event()
+        (a pool round trip per job would cost more than the runner itself). While a caller
+        has the connection (``_direct``), wait for it back, or for the statement it left."""
+        slot = _Slot(threading.Event())
+        with self._lock:
+            self._slots.append(slot)
         try:
             while True:
+                job, left, retire = None, None, False
                 with self._lock:
-                    job = self._core.take()
-                    if job is None:
-                        if self._core.closed:
-                            return
-                        wake.clear()
-                        (self._idle_holding if conn else self._idle_empty).append(wake)
-                if job is None:
-                    woken = wake.wait(_core.HOLD_IDLE if conn else _core.IDLE_POLL)
-                    with self._lock:
-                        for idle in (self._idle_holding, self._idle_empty):
-                            if wake in idle:
-                                idle.remove(wake)
-                        quiet = not woken and not self._core.waiting
-                    if quiet and conn is not None:  # let the pool look after it
-                        self._give_back(conn)
-                        conn, turns = None, 0
-                    continue
-                if conn is None:
-                    conn = self._connection_for(job)
-                    if conn is None:
-                        continue
-                self._run(job, conn)
-                turns += 1
-                if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
-                    self._give_back(conn)
-                    conn, turns = None, 0
+                    left, slot.left = slot.left, None
+                    if left is None and slot.lent:
+                        slot.wake.clear()
+                    elif left is None:
+                        retire = slot.conn is not None and (
+                            slot.conn.closed or slot.turns >= _core.KEEP_CONNECTION_FOR)
+                        job = None if retire else self._core.take()
+                        if job is None and not retire:
+                            if self._core.closed:
+                                return
+                            slot.wake.clear()
+                            (self._idle_holding if slot.conn else self._idle_empty).append(slot)
+                if left is not None:
+                    self._finish_left(slot, *left)
+                elif retire:
+                    self._give_back(slot)
+                elif job is None:
+                    self._park(slot)
+                elif slot.conn is not None or self._connection_for(slot, job):
+                    assert slot.conn is not None
+                    self._run(job, slot.conn)
+                    slot.turns += 1
         finally:
-            if conn is not None:
-                self._give_back(conn)
+            if slot.conn is not None and not slot.lent:
+                self._give_back(slot)
 
-    def _give_back(self, conn: psycopg.Connection[Any]) -> None:
+    def _park(self, slot: _Slot) -> None:
+        """Wait for a job (or, lent, for the connection back); give the connection back to
+        the pool after a quiet while, to let the pool look after it."""
+        woken = slot.wake.wait(_core.HOLD_IDLE if slot.conn else _core.IDLE_POLL)
+        with self._lock:
+            for idle in (self._idle_holding, self._idle_empty):
+                if slot in idle:
+                    idle.remove(slot)
+            quiet = not woken and not self._core.waiting and not slot.lent
+        if quiet and slot.conn is not None:
+            self._give_back(slot)
+
+    def _give_back(self, slot: _Slot) -> None:
+        conn = slot.conn
+        assert conn is not None
         with self._lock:
             self._core.held -= 1
+            slot.conn, slot.turns = None, 0
         self._pool.putconn(conn)
 
-    def _connection_for(self, job: Job) -> psycopg.Connection[Any] | None:
+    def _connection_for(self, slot: _Slot, job: Job) -> bool:
+        """Get ``slot`` a connection for ``job``; False (the job ended) if none came."""
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
@@ -337,10 +455,11 @@ class Database:
             with self._lock:
                 self._core.no_connection(job, _core.no_connection_error(exc, wait))
             job.waker.release()
-            return None
+            return False
         with self._lock:
             self._core.held += 1
-        return conn
+            slot.conn = conn
+        return True
 
     def _run(self, job: Job, conn: psycopg.Connection[Any]) -> None:
         """Run ``job`` to its end on ``conn`` — the deadline does not interrupt it."""

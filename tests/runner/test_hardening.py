@@ -55,14 +55,19 @@ def test_infinite_deadline_means_none_and_huge_one_is_refused_before_queueing(
     assert _rows(pgsteady_database.dsn) == 0
 
 
-@pytest.mark.parametrize("running", [False, True], ids=["queued", "running"])
-def test_ctrl_c_while_waiting_is_a_caller_leaving(pgsteady_database, running):
+@pytest.mark.parametrize(("running", "warm"), [(False, False), (True, False), (True, True)],
+                         ids=["queued", "running", "running-on-the-callers-thread"])
+def test_ctrl_c_while_waiting_is_a_caller_leaving(pgsteady_database, running, warm):
     """KeyboardInterrupt while a call waits: a queued job is dropped and never commits; a
-    running one completes, counted as abandoned, never as answered."""
+    running one completes, counted as abandoned, never as answered — also when the caller
+    runs the statement itself on the idle worker's connection (``warm``)."""
     _table(pgsteady_database.dsn)
     db = Database(pgsteady_database.dsn, pool_size=1)
     try:
         db.wait(10)
+        if warm:  # the worker now holds its connection, idle: the next call borrows it
+            db.fetchone("select 1")
+            assert db._idle_holding
         if not running:
             busy = threading.Thread(target=db.execute, args=("select pg_sleep(0.6)",))
             busy.start()
@@ -88,7 +93,7 @@ def test_ctrl_c_while_waiting_is_a_caller_leaving(pgsteady_database, running):
         stats = db.stats()
         assert _rows(pgsteady_database.dsn) == (1 if running else 0)
         if running:
-            assert stats.abandoned_completions == 1 and stats.answered == 0
+            assert stats.abandoned_completions == 1 and stats.answered == int(warm)
         else:
             assert stats.dropped_before_start == 1 and stats.answered == 1
     finally:

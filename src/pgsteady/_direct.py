@@ -1,0 +1,120 @@
+"""A one-statement call runs on its caller's thread; if the caller leaves, a worker finishes it.
+
+Handing each call to a worker thread costs two thread wake-ups, a fifth of a ``select 1``
+through psycopg_pool on a 2-core host (``bench/runner_overhead.py``). So a one-statement call
+(``Database.fetchone``/``fetchall``/``execute``) that finds a worker idle with a connection
+borrows that connection and runs on its own thread, as a psycopg_pool caller does, waiting for
+the answer only until its deadline. psycopg runs a statement as a generator that the
+connection's ``wait`` drives over the socket; ``wait``'s timeout stops it with the generator
+suspended between two socket events (psycopg itself resumes one that way after a Ctrl-C). At
+the deadline the caller hands that generator to the connection's worker, which drives it to
+its end: the query is neither cancelled nor cut off, the connection goes back to the pool only
+after it, and the caller leaves with ``DeadlineExceeded`` at once.
+
+No library offers this in public: it leans on ``Connection.wait``'s ``timeout`` and the
+``_WaitTimeout`` it raises (recent psycopg 3.3 releases; not 3.2 or 3.3.0). :data:`ENABLED`
+probes for them once; without them every call takes the hand-off path, which is slower and
+exactly as safe.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from psycopg import waiting
+from psycopg.abc import PQGen
+from psycopg.rows import TupleRow
+
+INTERVAL = 0.1
+"""How often a wait wakes to let Python see a signal (psycopg's own interval)."""
+
+
+def _probe() -> type[BaseException] | None:
+    """psycopg's wait-timeout exception, if its ``Connection.wait`` takes a timeout."""
+    timeout_error = getattr(psycopg.errors, "_WaitTimeout", None)
+    try:
+        params = inspect.signature(psycopg.Connection.wait).parameters
+    except (TypeError, ValueError):
+        return None
+    if not (isinstance(timeout_error, type) and issubclass(timeout_error, BaseException)
+            and "timeout" in params and callable(getattr(waiting, "wait", None))):
+        return None
+    return timeout_error
+
+
+_WAIT_TIMEOUT = _probe()
+ENABLED = _WAIT_TIMEOUT is not None
+"""Whether one-statement calls may run on their caller's thread (see the module docstring)."""
+
+
+class Left(BaseException):
+    """Raised through psycopg's frames when the caller leaves at its deadline: a
+    BaseException, so that nothing between the wait and the runner mistakes it for the
+    statement's own error."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Drive:
+    """One call's deadline, and what to do with the statement's generator if it passes."""
+
+    __slots__ = ("deadline", "handed", "leave")
+
+    def __init__(self, deadline: float | None,
+                 leave: Callable[[PQGen[Any]], BaseException]) -> None:
+        self.deadline = deadline
+        self.leave = leave
+        self.handed = False
+
+
+class DrivenConnection(psycopg.Connection[TupleRow]):
+    """A psycopg connection whose statements its caller can leave half-way (see the module
+    docstring). Without a :class:`Drive` set it is a plain ``psycopg.Connection``."""
+
+    pgsteady_drive: Drive | None = None
+
+    def wait(self, gen: PQGen[Any], interval: float = INTERVAL,
+             timeout: float | None = None) -> Any:
+        drive = self.pgsteady_drive
+        if drive is None or timeout is not None or _WAIT_TIMEOUT is None:
+            return super().wait(gen, interval, timeout)
+        left = None if drive.deadline is None else max(0.0, drive.deadline - time.monotonic())
+        try:
+            return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=left)
+        except BaseException as exc:
+            # The deadline or Ctrl-C: leave, and the statement goes on without its caller.
+            # A failed connection (any other psycopg error) is the call's own failure.
+            deadline = isinstance(exc, _WAIT_TIMEOUT)
+            if isinstance(exc, psycopg.Error) and not deadline:
+                raise
+            self.pgsteady_drive = None
+            drive.handed = True
+            error = drive.leave(gen)
+            if deadline:
+                raise Left(error) from None
+            raise
+
+
+def driven(base: type[psycopg.Connection[Any]]) -> type[psycopg.Connection[Any]]:
+    """``base`` (a pool's ``connection_class``) with :class:`DrivenConnection`'s wait."""
+    if issubclass(base, DrivenConnection):
+        return base
+    if base is psycopg.Connection:
+        return DrivenConnection
+    return type(f"Driven{base.__name__}", (DrivenConnection, base), {})
+
+
+def finish(conn: psycopg.Connection[Any], gen: PQGen[Any]) -> None:
+    """Drive a statement its caller left to its end, on the worker's thread. A connection
+    left mid-command (the generator ended by an exception inside it) is closed: nothing
+    else can be sent on it."""
+    conn.wait(gen)
+    if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+        conn.close()
+        raise psycopg.OperationalError("the statement its caller left could not be finished")
