@@ -89,9 +89,10 @@ class DrivenConnection(psycopg.Connection[TupleRow]):
             return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=left)
         except BaseException as exc:
             # The deadline or Ctrl-C: leave, and the statement goes on without its caller.
-            # A failed connection (any other psycopg error) is the call's own failure.
+            # Anything else (a failed connection, a parameter that cannot be encoded) is
+            # the call's own failure.
             deadline = isinstance(exc, _WAIT_TIMEOUT)
-            if isinstance(exc, psycopg.Error) and not deadline:
+            if not (deadline or isinstance(exc, KeyboardInterrupt | SystemExit)):
                 raise
             self.pgsteady_drive = None
             drive.handed = True

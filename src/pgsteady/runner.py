@@ -322,6 +322,8 @@ class Database:
         started, or None if a job is queued (no overtaking) or no worker idles holding one."""
         if not self._idle_holding or not self._core.can_start():
             return None
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            return None  # the hand-off drops it unsent (Core.begin)
         slot = self._idle_holding.pop()
         slot.lent = True
         self._core.start(job)
@@ -329,17 +331,17 @@ class Database:
 
     def _drive(self, slot: _Slot, job: Job) -> Any:
         conn = slot.conn
-        assert isinstance(conn, _direct.DrivenConnection)
         drive = _direct.Drive(job.deadline, lambda gen: self._leave(slot, job, gen))
-        conn.pgsteady_drive = drive
         try:
+            assert isinstance(conn, _direct.DrivenConnection)
+            conn.pgsteady_drive = drive
             result = job.work(conn, job)
         except _direct.Left as left:  # the deadline passed; the worker finishes the statement
             raise left.error from None
         except BaseException as exc:
             if drive.handed:  # Ctrl-C during the wait: the worker has the statement
                 raise
-            error = _core.wrap_error(exc, job, broken=conn.closed)
+            error = _core.wrap_error(exc, job, broken=conn is None or conn.closed)
             self._return(slot, job, None, error)
             if error is exc or not isinstance(exc, Exception):
                 raise
@@ -403,6 +405,11 @@ class Database:
                     if left is None and slot.lent:
                         slot.wake.clear()
                     elif left is None:
+                        # A caller that just gave the connection back listed the slot idle:
+                        # never list it twice (one connection for two users).
+                        for idle in (self._idle_holding, self._idle_empty):
+                            if slot in idle:
+                                idle.remove(slot)
                         retire = slot.conn is not None and (
                             slot.conn.closed or slot.turns >= _core.KEEP_CONNECTION_FOR)
                         job = None if retire else self._core.take()

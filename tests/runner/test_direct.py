@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import psycopg
 import pytest
 
-from pgsteady import _direct
+from pgsteady import _core, _direct
 from pgsteady.errors import DeadlineExceeded
 from pgsteady.runner import Database
 
@@ -142,3 +142,58 @@ def test_a_queued_job_is_not_overtaken_and_calls_share_the_pool(pgsteady_databas
     assert errors == []
     assert stats.answered == 240 and stats.in_flight == 0
     assert peak <= 2
+
+
+def test_a_connection_returned_as_its_worker_wakes_is_listed_idle_once(
+        pgsteady_database, monkeypatch):
+    """The worker's hold timer fires while a caller has its connection, and the caller gives
+    it back between the worker's two looks (found in review): the slot must not be listed
+    idle twice, or one connection goes to two users, or a slot without one is lent."""
+    monkeypatch.setattr(_core, "HOLD_IDLE", 0.05)
+    db = Database(pgsteady_database.dsn, pool_size=1)
+    try:
+        db.wait(10)
+        db.fetchone("select 1")
+        park = db._park
+
+        def slow_park(slot: Any) -> None:
+            park(slot)
+            if slot.lent:  # the hold timer fired while a caller had the connection
+                time.sleep(0.3)  # the worker loses the CPU between its two locks
+
+        db._park = slow_park  # type: ignore[method-assign]
+        assert db.fetchone("select pg_sleep(0.2)::text", deadline=5) == ("",)
+        db._park = park  # type: ignore[method-assign]
+        time.sleep(0.5)  # the worker gives its connection back after HOLD_IDLE
+        assert db.fetchone("select 1", deadline=2) == (1,)
+        assert db.stats().in_flight == 0
+    finally:
+        db.close(timeout=1)
+
+
+def test_a_deadline_passed_before_the_borrow_sends_nothing(pgsteady_database):
+    dsn = pgsteady_database.dsn
+    _table(dsn)
+    with Database(dsn, pool_size=1) as db:
+        db.wait(10)
+        db.fetchone("select 1")
+        assert db._idle_holding  # the next call could borrow the connection
+        with pytest.raises(DeadlineExceeded) as info:
+            db.execute("insert into direct_done values (1)", deadline=1e-7)
+        assert info.value.phase == "queued"  # safe to retry: nothing was sent
+        _settle(db)
+        assert _rows(dsn) == 0
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["caller-runs", "hand-off"])
+def test_a_parameter_that_cannot_be_sent_is_the_calls_failure(pgsteady_database, direct):
+    with Database(pgsteady_database.dsn, pool_size=1) as db:
+        db._direct = direct
+        db.wait(10)
+        db.fetchone("select 1")
+        with pytest.raises(UnicodeEncodeError):
+            db.fetchone("select %s::text", ("\udc80",), deadline=5)
+        assert db.fetchone("select 2", deadline=5) == (2,)
+        stats = db.stats()
+    assert (stats.failed, stats.deadline_exceeded_running, stats.abandoned_completions) \
+        == (1, 0, 0)
