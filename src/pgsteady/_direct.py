@@ -19,6 +19,7 @@ exactly as safe.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Callable
@@ -102,8 +103,10 @@ class DrivenConnection(psycopg.Connection[TupleRow]):
             raise
 
 
+@functools.cache
 def driven(base: type[psycopg.Connection[Any]]) -> type[psycopg.Connection[Any]]:
-    """``base`` (a pool's ``connection_class``) with :class:`DrivenConnection`'s wait."""
+    """``base`` (a pool's ``connection_class``) with :class:`DrivenConnection`'s wait; one
+    class per base, however many Databases use it."""
     if issubclass(base, DrivenConnection):
         return base
     if base is psycopg.Connection:
