@@ -3,9 +3,10 @@
 Prints p50/p99 latency (one caller, back-to-back calls) and throughput (8 concurrent callers,
 pool of 4) for ``select 1`` and a 5 ms query, sync and async, with pgsteady / psycopg_pool
 ratios. Goals: async <= 1.05x and sync <= 1.10x on ``select 1`` (issue 29); <= 1.02x on
-the 5 ms query.
+the 5 ms query. Latency is measured in short alternating slices (``--slices``), so a drift in
+the host's speed, or in where the scheduler puts the server's processes, falls on both sides.
 
-    .venv/bin/python bench/runner_overhead.py [--seconds 3]
+    .venv/bin/python bench/runner_overhead.py [--seconds 3] [--slices 6]
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ def sync_latency(call: Callable[[], Any], seconds: float) -> list[float]:
     return samples
 
 
+def sync_interleaved(calls: tuple[Callable[[], Any], ...], seconds: float,
+                     slices: int) -> list[list[float]]:
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(slices):
+        for call, into in zip(calls, samples, strict=True):
+            into.extend(sync_latency(call, seconds / slices))
+    return samples
+
+
 def sync_throughput(call: Callable[[], Any], seconds: float) -> float:
     counts = [0] * CALLERS
     end = time.perf_counter() + seconds
@@ -64,6 +74,15 @@ async def async_latency(call: Callable[[], Awaitable[Any]], seconds: float) -> l
     while (start := time.perf_counter()) < end:
         await call()
         samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def async_interleaved(calls: tuple[Callable[[], Awaitable[Any]], ...], seconds: float,
+                            slices: int) -> list[list[float]]:
+    samples: list[list[float]] = [[] for _ in calls]
+    for _ in range(slices):
+        for call, into in zip(calls, samples, strict=True):
+            into.extend(await async_latency(call, seconds / slices))
     return samples
 
 
@@ -92,7 +111,7 @@ def row(kind: str, label: str, peer: tuple[list[float], float],
           f"throughput {p_tps / o_tps:4.2f}x")
 
 
-def bench_sync(dsn: str, seconds: float) -> None:
+def bench_sync(dsn: str, seconds: float, slices: int) -> None:
     pool: ConnectionPool[Any] = ConnectionPool(dsn, min_size=POOL, max_size=POOL, open=True,
                                                kwargs={"autocommit": True})
     pool.wait()
@@ -109,15 +128,16 @@ def bench_sync(dsn: str, seconds: float) -> None:
 
             for call in (plain, steady):  # warm both
                 sync_latency(call, 0.3)
-            peer = (sync_latency(plain, seconds), sync_throughput(plain, seconds))
-            ours = (sync_latency(steady, seconds), sync_throughput(steady, seconds))
+            lat_plain, lat_steady = sync_interleaved((plain, steady), seconds, slices)
+            peer = (lat_plain, sync_throughput(plain, seconds))
+            ours = (lat_steady, sync_throughput(steady, seconds))
             row("sync", label, peer, ours)
     finally:
         db.close()
         pool.close()
 
 
-async def bench_async(dsn: str, seconds: float) -> None:
+async def bench_async(dsn: str, seconds: float, slices: int) -> None:
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         dsn, min_size=POOL, max_size=POOL, open=False, kwargs={"autocommit": True})
     await pool.open(wait=True)
@@ -135,8 +155,9 @@ async def bench_async(dsn: str, seconds: float) -> None:
 
             for call in (plain, steady):
                 await async_latency(call, 0.3)
-            peer = (await async_latency(plain, seconds), await async_throughput(plain, seconds))
-            ours = (await async_latency(steady, seconds), await async_throughput(steady, seconds))
+            lat_plain, lat_steady = await async_interleaved((plain, steady), seconds, slices)
+            peer = (lat_plain, await async_throughput(plain, seconds))
+            ours = (lat_steady, await async_throughput(steady, seconds))
             row("async", label, peer, ours)
     finally:
         await db.close()
@@ -146,14 +167,15 @@ async def bench_async(dsn: str, seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    parser.add_argument("--slices", type=int, default=6, help="alternating latency slices")
     args = parser.parse_args()
     with Cluster(pool_size=POOL) as cluster:
         dsn = cluster.direct_dsn()
         print(f"PostgreSQL {cluster.postgres.version() if cluster.postgres else '?'}, direct, "
               f"pool {POOL}, {CALLERS} callers for throughput, {args.seconds:g} s each; "
               f"ratios are pgsteady / psycopg_pool (lower is better; throughput: peer/ours)")
-        bench_sync(dsn, args.seconds)
-        asyncio.run(bench_async(dsn, args.seconds))
+        bench_sync(dsn, args.seconds, args.slices)
+        asyncio.run(bench_async(dsn, args.seconds, args.slices))
 
 
 if __name__ == "__main__":
