@@ -193,9 +193,12 @@ def _wrap(exc: BaseException, job: Job) -> BaseException:
 
 def _buffered(result: Result[*Ts]) -> Result[*Ts]:
     """Rows kept in memory (readable after the connection went back); a DML result as is
-    (its rowcount stays)."""
+    (its rowcount stays), and so is a result with no rows at all (an ORM bulk INSERT or
+    UPDATE from a list of rows), which has nothing to freeze."""
     if isinstance(result, CursorResult) and not result.returns_rows:
         result.rowcount  # noqa: B018 - read (and memoized) while the cursor is still open
+        return result
+    if getattr(result._metadata, "returns_rows", True) is False:
         return result
     return result.freeze()()
 

@@ -222,3 +222,29 @@ def test_async_statement_past_its_deadline_commits_and_closes_nothing(pgsteady_s
     asyncio.run(scenario())
     time.sleep(0.3)  # PgBouncer's last log lines
     assert reader.counts().total["not_ready"] == 0
+
+
+def test_execute_takes_an_orm_bulk_insert(pgsteady_database):
+    """An ORM bulk INSERT (``insert(Model)`` with a list of rows) through ``execute``: its
+    result has no rows to buffer, the rows commit (it raised NotImplementedError from
+    SQLAlchemy's freeze() and rolled back)."""
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("create table items (id int primary key, name text)")
+    url = url_from_dsn(pgsteady_database.dsn)
+    rows = [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    with Steady(engine) as steady:
+        steady.execute(insert(_Item), rows, deadline=5)  # type: ignore[arg-type]
+        assert steady.scalars(select(_Item.name).order_by(_Item.id), deadline=5) == ["a", "b"]
+    engine.dispose()
+
+    async def scenario() -> None:
+        aengine = create_async_engine(url, pool_size=1, max_overflow=0)
+        async with AsyncSteady(aengine) as steady:
+            more = [{"id": 3, "name": "c"}, {"id": 4, "name": "d"}]
+            await steady.execute(insert(_Item), more, deadline=5)  # type: ignore[arg-type]
+            assert await steady.scalars(select(_Item.id).order_by(_Item.id), deadline=5) == \
+                [1, 2, 3, 4]
+        await aengine.dispose()
+
+    asyncio.run(scenario())
