@@ -97,6 +97,8 @@ def url_from_dsn(dsn: str, *, driver: str = "psycopg") -> URL:
 # Engines whose connections a live steady object configures: one set of settings each.
 _WIRED: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
 _WIRED_LOCK = threading.Lock()
+# Session.info key: the job's first transaction has its settings (later ones get them too).
+_BEGUN = "pgsteady.begun"
 
 
 class _Wiring:
@@ -143,6 +145,18 @@ class _Wiring:
         finally:
             cursor.close()
         dbapi_connection.commit()
+
+    def sessions(self, factory: Any) -> None:
+        """Behind a transaction pooler, give every later transaction of a job's session the
+        settings too: ``fn`` may commit (or roll back) and go on, and the settings were LOCAL
+        to the transaction before. The job's first transaction gets them from ``_attempt``,
+        after the checkout (so a job dropped there sends nothing)."""
+        if self.local is not None:
+            event.listen(factory, "after_begin", self._after_begin)
+
+    def _after_begin(self, session: Session, _transaction: Any, connection: Any) -> None:
+        if session.info.get(_BEGUN) and self.local is not None:
+            connection.exec_driver_sql(*self.local)
 
     def remove(self) -> None:
         with _WIRED_LOCK:
@@ -193,9 +207,12 @@ def _wrap(exc: BaseException, job: Job) -> BaseException:
 
 def _buffered(result: Result[*Ts]) -> Result[*Ts]:
     """Rows kept in memory (readable after the connection went back); a DML result as is
-    (its rowcount stays)."""
+    (its rowcount stays), and so is a result with no rows at all (an ORM bulk INSERT or
+    UPDATE from a list of rows), which has nothing to freeze."""
     if isinstance(result, CursorResult) and not result.returns_rows:
         result.rowcount  # noqa: B018 - read (and memoized) while the cursor is still open
+        return result
+    if getattr(result._metadata, "returns_rows", True) is False:
         return result
     return result.freeze()()
 
@@ -232,8 +249,12 @@ class AsyncSteady:
         self.breaker = breaker
         self._wiring = _Wiring(engine.sync_engine, setup.settings, setup.connect_timeout,
                                f"AsyncSteady(service={service!r})")
+        given = dict(session_kwargs or {})
+        sync_class: type[Session] = type(  # this object's own class: its events are its own
+            "Session", (given.pop("sync_session_class", Session),), {})
         self._sessions = async_sessionmaker(
-            engine, **{"expire_on_commit": False, **(session_kwargs or {})})
+            engine, **{"expire_on_commit": False, "sync_session_class": sync_class, **given})
+        self._wiring.sessions(sync_class)
         self._core = Core(setup.pool_size, setup.max_waiting)
         self._core.opened = True
         self._active = 0
@@ -427,6 +448,7 @@ class AsyncSteady:
         try:
             if self._wiring.local is not None:
                 await connection.exec_driver_sql(*self._wiring.local)
+                session.info[_BEGUN] = True
             result = await job.work(session, job)
             job.commit_sent = True  # a break from here on leaves the outcome unknown
             await session.commit()
@@ -524,6 +546,7 @@ class Steady:
                                f"Steady(service={service!r})")
         self._sessions = sessionmaker(engine, **{"expire_on_commit": False,
                                                  **(session_kwargs or {})})
+        self._wiring.sessions(self._sessions)  # a sessionmaker's events are its own class's
         self._core = Core(setup.pool_size, setup.max_waiting)
         self._core.opened = True
         self._ready = threading.Condition()
@@ -669,6 +692,7 @@ class Steady:
         try:
             if self._wiring.local is not None:
                 connection.exec_driver_sql(*self._wiring.local)
+                session.info[_BEGUN] = True
             result = job.work(session, job)
             job.commit_sent = True  # a break from here on leaves the outcome unknown
             session.commit()

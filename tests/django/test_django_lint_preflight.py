@@ -113,3 +113,15 @@ def test_pgsteady_lint_runner_django_without_settings_is_one_line(tmp_path):
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "--tool django needs the project's settings: --django-settings" in result.stderr
+
+
+def test_preflight_without_a_server_says_it_needs_the_real_one(db):
+    """preflight cannot reach the database: one line that says it reads the live sessions of
+    that database (not lint's "an empty database will do", which would send a user to the
+    wrong server)."""
+    result = run_manage(db.replace("dbname=", "dbname=nosuchdb_"), "pgsteady_preflight")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("CommandError: cannot connect"), lines
+    assert "empty database will do" not in lines[0]
+    assert "sessions" in lines[0]

@@ -222,3 +222,66 @@ def test_async_statement_past_its_deadline_commits_and_closes_nothing(pgsteady_s
     asyncio.run(scenario())
     time.sleep(0.3)  # PgBouncer's last log lines
     assert reader.counts().total["not_ready"] == 0
+
+
+def test_execute_takes_an_orm_bulk_insert(pgsteady_database):
+    """An ORM bulk INSERT (``insert(Model)`` with a list of rows) through ``execute``: its
+    result has no rows to buffer, the rows commit (it raised NotImplementedError from
+    SQLAlchemy's freeze() and rolled back)."""
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("create table items (id int primary key, name text)")
+    url = url_from_dsn(pgsteady_database.dsn)
+    rows = [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    with Steady(engine) as steady:
+        steady.execute(insert(_Item), rows, deadline=5)  # type: ignore[arg-type]
+        assert steady.scalars(select(_Item.name).order_by(_Item.id), deadline=5) == ["a", "b"]
+    engine.dispose()
+
+    async def scenario() -> None:
+        aengine = create_async_engine(url, pool_size=1, max_overflow=0)
+        async with AsyncSteady(aengine) as steady:
+            more = [{"id": 3, "name": "c"}, {"id": 4, "name": "d"}]
+            await steady.execute(insert(_Item), more, deadline=5)  # type: ignore[arg-type]
+            assert await steady.scalars(select(_Item.id).order_by(_Item.id), deadline=5) == \
+                [1, 2, 3, 4]
+        await aengine.dispose()
+
+    asyncio.run(scenario())
+
+
+def test_transaction_pooling_settings_hold_after_fn_commits_itself(pgsteady_stack,
+                                                                   pgsteady_database):
+    """Behind PgBouncer in transaction mode, a fn that calls session.commit() (or rollback())
+    and goes on still runs its next transaction under pgsteady's settings: they were LOCAL to
+    the first one, so the rest of fn ran with no lock_timeout or statement_timeout."""
+    cluster = pgsteady_stack(pool_size=1, pool_mode="transaction")
+    url = url_from_dsn(cluster.pooled_dsn(pgsteady_database.name))
+    show = text("show lock_timeout")
+
+    def work(session: Session) -> list[object]:
+        seen = [session.execute(show).scalar()]
+        session.commit()
+        seen.append(session.execute(show).scalar())
+        session.rollback()
+        seen.append(session.execute(show).scalar())
+        return seen
+
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    with Steady(engine, pooler="transaction", lock_timeout=0.25) as steady:
+        assert steady.run(work, deadline=5) == ["250ms"] * 3
+    engine.dispose()
+
+    async def awork(session: AsyncSession) -> list[object]:
+        seen = [(await session.execute(show)).scalar()]
+        await session.commit()
+        seen.append((await session.execute(show)).scalar())
+        return seen
+
+    async def scenario() -> None:
+        aengine = create_async_engine(url, pool_size=1, max_overflow=0)
+        async with AsyncSteady(aengine, pooler="transaction", lock_timeout=0.25) as steady:
+            assert await steady.run(awork, deadline=5) == ["250ms"] * 2
+        await aengine.dispose()
+
+    asyncio.run(scenario())

@@ -96,9 +96,14 @@ def lint(connection: Any, *, app_labels: Iterable[str] = (), include_applied: bo
     return result, linted
 
 
-def need_database(connection: Any) -> None:
+_WHY_LINT = ("Django writes a migration's SQL with the server's help, as sqlmigrate does: "
+             "give it one (an empty database will do: nothing is read or written)")
+
+
+def need_database(connection: Any, why: str = _WHY_LINT) -> None:
     """Django writes a migration's SQL with the server's help (it quotes values through the
-    driver), as ``sqlmigrate`` does: CannotConnect, one line, when there is none."""
+    driver), as ``sqlmigrate`` does: CannotConnect, one line, when there is none (``why``
+    says what the server is needed for)."""
     from django.db.utils import OperationalError  # noqa: PLC0415 - after django.setup()
 
     try:
@@ -107,8 +112,7 @@ def need_database(connection: Any) -> None:
         reason = core.scrub(" ".join(str(exc).split()))
         raise core.CannotConnect(
             f"cannot connect to the database of alias {connection.alias!r} ({reason}); "
-            f"Django writes a migration's SQL with the server's help, as sqlmigrate does: "
-            f"give it one (an empty database will do: nothing is read or written)") from None
+            f"{why}") from None
 
 
 def _at_operations(item: Rendered, file: core.FileReport) -> core.FileReport:

@@ -22,7 +22,8 @@ from pgsteady.django.lint import need_database, select
 
 def check(connection: Any) -> tuple[core.Report, list[Rendered]]:
     """The preflight report of the alias's unapplied migrations (and those migrations)."""
-    need_database(connection)
+    need_database(connection, "preflight reads the live sessions of the database the "
+                  "migrations will run on: point the alias at that one")
     loader, wanted = select(connection, everyone=True)
     rendered = [r for r in render(connection, loader, wanted)
                 if (r.app_label, r.name) in wanted]
