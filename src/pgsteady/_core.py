@@ -159,13 +159,14 @@ class Core:
     overloaded: int = 0
     failed: int = 0
     outcome_unknown: int = 0
+    kind: str = "Database"  # what the caller holds, as its errors name it
 
     def admit(self, job: Job) -> None:
         """Queue ``job`` or refuse it at once: the backlog never grows past ``max_waiting``."""
         if self.closed:
-            raise DatabaseClosed("the Database is closed; create a new one")
+            raise DatabaseClosed(f"the {self.kind} is closed; create a new one")
         if not self.opened:
-            raise DatabaseClosed("the Database is not open yet; call open() first "
+            raise DatabaseClosed(f"the {self.kind} is not open yet; call open() first "
                                  "(or use it as a context manager)")
         if len(self.waiting) >= self.max_waiting:
             self.overloaded += 1
@@ -334,7 +335,7 @@ def check_committed(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]
 
 
 def no_connection_error(exc: BaseException, waited: float) -> BaseException:
-    wrapped = CannotConnect(f"no connection to the database within {waited:.1f} s: "
+    wrapped = CannotConnect(f"no connection to the database after {waited:.1f} s: "
                             f"{describe(exc) if str(exc) else ''}")
     wrapped.__cause__ = exc
     return wrapped

@@ -181,7 +181,7 @@ class AsyncSteady:
         self._sessions = async_sessionmaker(
             engine, **{"expire_on_commit": False, "sync_session_class": sync_class, **given})
         self._wiring.sessions(sync_class)
-        self._core = Core(setup.pool_size, setup.max_waiting)
+        self._core = Core(setup.pool_size, setup.max_waiting, kind="AsyncSteady")
         self._core.opened = True
         self._active = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -448,7 +448,7 @@ class Steady:
         self._sessions = sessionmaker(engine, **{"expire_on_commit": False,
                                                  **(session_kwargs or {})})
         self._wiring.sessions(self._sessions)  # a sessionmaker's events are its own class's
-        self._core = Core(setup.pool_size, setup.max_waiting)
+        self._core = Core(setup.pool_size, setup.max_waiting, kind="Steady")
         self._core.opened = True
         self._ready = threading.Condition()
         self._workers = [threading.Thread(target=self._worker, daemon=True,

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
-from pgsteady.errors import DeadlineExceeded, UsageError
+from pgsteady.errors import DatabaseClosed, DeadlineExceeded, UsageError
 from pgsteady.sqlalchemy import AsyncSteady, Steady, url_from_dsn
 
 SETTINGS = ("select concat_ws('|', current_setting('statement_timeout'), "
@@ -285,3 +285,14 @@ def test_transaction_pooling_settings_hold_after_fn_commits_itself(pgsteady_stac
         await aengine.dispose()
 
     asyncio.run(scenario())
+
+
+def test_a_closed_steady_object_says_what_is_closed(make_steady, pgsteady_database):
+    db = make_steady(pgsteady_database.dsn)
+    assert db.scalar("select 1") == 1
+    if isinstance(db.steady, Steady):
+        db.steady.close()
+    else:
+        db._do(db.steady.aclose())
+    with pytest.raises(DatabaseClosed, match=f"the {type(db.steady).__name__} is closed"):
+        db.scalar("select 1")
