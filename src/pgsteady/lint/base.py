@@ -350,6 +350,17 @@ def foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     return targets
 
 
+def existing_foreign_key_targets(kind: str, stmt: Node, ctx: Context) -> list[Key]:
+    """Keys of the tables a statement's new foreign keys lock: less the tables new in the change
+    checked, and less a CREATE TABLE's own table (a key to itself, a comment's parent comment,
+    locks nothing anyone else uses)."""
+    keys = [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
+    if kind == "CreateStmt" and stmt.get("relation"):
+        own = ctx.key(stmt["relation"])
+        keys = [key for key in keys if key != own]
+    return keys
+
+
 def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     found: list[Node] = []
     if kind == "CreateStmt":

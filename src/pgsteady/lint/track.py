@@ -9,16 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pgsteady.lint.base import Context, Node, foreign_key_targets
-from pgsteady.lint.schema import Key
+from pgsteady.lint.base import Context, Node, existing_foreign_key_targets
 
 #: Statement types :func:`track` learns from (the engine decodes these even if no rule asks).
 TRACKED = frozenset({"TransactionStmt", "VariableSetStmt", "CreateStmt", "AlterTableStmt"})
-
-
-def _existing_fk_targets(kind: str, stmt: Node, ctx: Context) -> list[Key]:
-    """Keys of the tables new foreign keys reference, less those new in this change."""
-    return [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
 
 
 def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
@@ -46,7 +40,7 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
             ctx.statement_timeout_set = not disabled
     elif kind == "CreateStmt":
         if ctx.in_transaction:
-            ctx.fk_targets_in_transaction.update(_existing_fk_targets(kind, stmt, ctx))
+            ctx.fk_targets_in_transaction.update(existing_foreign_key_targets(kind, stmt, ctx))
     elif kind == "AlterTableStmt":
         _track_checks(stmt, ctx)
         relation = stmt.get("relation") or {}
@@ -54,7 +48,7 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
                 not ctx.is_new_table(relation) and _takes_access_exclusive(stmt):
             ctx.altered_in_transaction.add(ctx.key(relation))
         if ctx.in_transaction:
-            ctx.fk_targets_in_transaction.update(_existing_fk_targets(kind, stmt, ctx))
+            ctx.fk_targets_in_transaction.update(existing_foreign_key_targets(kind, stmt, ctx))
 
 
 def _is_zero(args: Sequence[Node] | None) -> bool:
