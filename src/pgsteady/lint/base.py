@@ -55,7 +55,8 @@ class Context:
     """What the engine knows about the file so far, before the current statement."""
 
     __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
-                 "fk_targets_in_transaction", "implicit_transaction", "in_do_block",
+                 "emptied_in_transaction", "fk_targets_in_transaction",
+                 "implicit_transaction", "in_do_block",
                  "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
                  "pg_version", "proven_not_null", "reported", "schema", "source",
@@ -87,6 +88,9 @@ class Context:
         self.altered_in_transaction: set[Key] = set()
         # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
         self.fk_targets_in_transaction: set[Key] = set()
+        # Existing tables the open transaction emptied (TRUNCATE, DELETE without WHERE) and
+        # nothing has written to since: a NOT NULL column added to them has no row to fail on.
+        self.emptied_in_transaction: set[Key] = set()
         # (table, column) of NOT NULL columns this file added to existing tables with a DEFAULT.
         self.new_columns_with_default: set[tuple[Key, str]] = set()
         # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
