@@ -55,7 +55,7 @@ class Context:
     """What the engine knows about the file so far, before the current statement."""
 
     __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
-                 "emptied_in_transaction", "fk_targets_in_transaction",
+                 "dropped_views", "emptied_in_transaction", "fk_targets_in_transaction",
                  "implicit_transaction", "in_do_block",
                  "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
@@ -91,6 +91,8 @@ class Context:
         # Existing tables the open transaction emptied (TRUNCATE, DELETE without WHERE) and
         # nothing has written to since: a NOT NULL column added to them has no row to fail on.
         self.emptied_in_transaction: set[Key] = set()
+        # Views this file dropped: a CREATE OR REPLACE of one of them creates a new view.
+        self.dropped_views: set[Key] = set()
         # (table, column) of NOT NULL columns this file added to existing tables with a DEFAULT.
         self.new_columns_with_default: set[tuple[Key, str]] = set()
         # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.

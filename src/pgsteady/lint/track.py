@@ -1,9 +1,9 @@
 """What the engine learns from each statement, for the rules that look at later ones.
 
 Transactions opened and closed, timeouts set, tables created, NOT NULL checks added and
-validated, foreign keys added, tables emptied: after a statement is checked, :func:`track`
-records it in the file's :class:`~pgsteady.lint.base.Context` (and :func:`forget_emptied`
-after a statement the engine did not decode).
+validated, foreign keys added, tables emptied, views dropped: after a statement is checked,
+:func:`track` records it in the file's :class:`~pgsteady.lint.base.Context` (and
+:func:`forget_emptied` after a statement the engine did not decode).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pgsteady.lint.base import Context, Node, existing_foreign_key_targets
 
 #: Statement types :func:`track` learns from (the engine decodes these even if no rule asks).
 TRACKED = frozenset({"TransactionStmt", "VariableSetStmt", "CreateStmt", "AlterTableStmt",
-                     "TruncateStmt", "DeleteStmt"})
+                     "TruncateStmt", "DeleteStmt", "DropStmt"})
 
 # Statements that cannot put rows back into a table the transaction emptied; any other (an
 # INSERT, COPY, MERGE, a DO block, a function call) may, and ends what lint knows.
@@ -71,6 +71,12 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
             ctx.fk_targets_in_transaction.update(existing_foreign_key_targets(kind, stmt, ctx))
     elif kind in ("TruncateStmt", "DeleteStmt"):
         _track_emptied(kind, stmt, ctx)
+    elif kind == "DropStmt" and stmt.get("removeType") == "OBJECT_VIEW":
+        for obj in stmt.get("objects") or ():
+            names = [n["String"]["sval"] for n in obj.get("List", {}).get("items") or ()
+                     if "String" in n]
+            if names:
+                ctx.dropped_views.add(ctx.schema.name_key(names, ctx.schema.views))
 
 
 def _track_emptied(kind: str, stmt: Node, ctx: Context) -> None:
