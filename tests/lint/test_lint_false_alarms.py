@@ -100,3 +100,20 @@ def test_multiple_foreign_keys_reported_again_in_a_new_transaction():
              "COMMIT;\n")
     hits = found(block * 2, "multiple-foreign-keys", assume_in_transaction=False)
     assert [line for line, _ in hits] == [3, 8]
+
+
+def test_required_field_after_deleting_every_row_in_the_transaction():
+    """A NOT NULL column added to a table its transaction just emptied has no row to fail on.
+
+    From LemmyNet/lemmy migrations/2021-03-09-171136_split_user_table_2/up.sql (diesel).
+    """
+    emptied = ("DELETE FROM password_reset_request;\n"
+               "ALTER TABLE password_reset_request DROP COLUMN user_id;\n"
+               "ALTER TABLE password_reset_request\n"
+               "    ADD COLUMN local_user_id integer NOT NULL REFERENCES local_user (id);\n")
+    assert found(emptied, "adding-required-field") == []
+    some_rows = emptied.replace(";\n", " WHERE published < now();\n", 1)
+    assert [line for line, _ in found(some_rows, "adding-required-field")] == [4]
+    refilled = emptied.replace("ALTER TABLE password_reset_request DROP COLUMN user_id;\n",
+                               "INSERT INTO password_reset_request SELECT * FROM old_requests;\n")
+    assert [line for line, _ in found(refilled, "adding-required-field")] == [4]

@@ -55,7 +55,8 @@ class Context:
     """What the engine knows about the file so far, before the current statement."""
 
     __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
-                 "fk_targets_in_transaction", "implicit_transaction", "in_do_block",
+                 "dropped_views", "emptied_in_transaction", "fk_targets_in_transaction",
+                 "implicit_transaction", "in_do_block",
                  "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
                  "pg_version", "proven_not_null", "reported", "schema", "source",
@@ -87,6 +88,11 @@ class Context:
         self.altered_in_transaction: set[Key] = set()
         # Existing tables the open transaction's foreign keys reference (SHARE ROW EXCLUSIVE).
         self.fk_targets_in_transaction: set[Key] = set()
+        # Existing tables the open transaction emptied (TRUNCATE, DELETE without WHERE) and
+        # nothing has written to since: a NOT NULL column added to them has no row to fail on.
+        self.emptied_in_transaction: set[Key] = set()
+        # Views this file dropped: a CREATE OR REPLACE of one of them creates a new view.
+        self.dropped_views: set[Key] = set()
         # (table, column) of NOT NULL columns this file added to existing tables with a DEFAULT.
         self.new_columns_with_default: set[tuple[Key, str]] = set()
         # (table, column) pairs a validated CHECK (column IS NOT NULL) already covers.
@@ -348,6 +354,17 @@ def foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:
     if targets is None:
         targets = stmt[_FK] = _foreign_key_targets(kind, stmt)
     return targets
+
+
+def existing_foreign_key_targets(kind: str, stmt: Node, ctx: Context) -> list[Key]:
+    """Keys of the tables a statement's new foreign keys lock: less the tables new in the change
+    checked, and less a CREATE TABLE's own table (a key to itself, a comment's parent comment,
+    locks nothing anyone else uses)."""
+    keys = [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
+    if kind == "CreateStmt" and stmt.get("relation"):
+        own = ctx.key(stmt["relation"])
+        keys = [key for key in keys if key != own]
+    return keys
 
 
 def _foreign_key_targets(kind: str, stmt: Node) -> tuple[Node, ...]:

@@ -35,7 +35,7 @@ from pgsteady.lint.report import (
 from pgsteady.lint.rules import all_rules
 from pgsteady.lint.schema import REPLAYED, Schema
 from pgsteady.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
-from pgsteady.lint.track import TRACKED, track
+from pgsteady.lint.track import TRACKED, forget_emptied, track
 from pgsteady.sql.text import fill_placeholders, placeholder_shown, skip_blanks
 from pgsteady.tools import sqlx
 
@@ -315,9 +315,11 @@ class Linter:
             if UNPARSED in self.rules:
                 raws.append(_Raw(self.rules[UNPARSED], Hit(statement.unparsed), index,
                                  statement.start))
+            forget_emptied(statement.kind, ctx)
             return
         stmt = statement.node
         if stmt is None:
+            forget_emptied(statement.kind, ctx)
             return
         kind = statement.kind
         rules: Sequence[Rule] = self._dispatch.get(kind, ())

@@ -220,9 +220,10 @@ def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,  
             scan = registry.scan(folder, runner, seen)
         except registry.LayoutError as exc:
             raise UsageError(str(exc)) from None
+        for item in scan.skipped:
+            if item.said and item.path.suffix == ".sql" and item.path.is_file():
+                skip.other(item.path, item.reason)
         if not_run is not None:
-            not_run += [s.path for s in scan.skipped if s.said and s.path.suffix == ".sql"
-                        and s.path.is_file()]
             not_run += [f.path for f in scan.files if f.elsewhere is not None]
         return [f.path for f in scan.files if f.elsewhere is None]
     return None

@@ -1,28 +1,41 @@
 """What the engine learns from each statement, for the rules that look at later ones.
 
 Transactions opened and closed, timeouts set, tables created, NOT NULL checks added and
-validated, foreign keys added: after a statement is checked, :func:`track` records it in the
-file's :class:`~pgsteady.lint.base.Context`.
+validated, foreign keys added, tables emptied, views dropped: after a statement is checked,
+:func:`track` records it in the file's :class:`~pgsteady.lint.base.Context` (and
+:func:`forget_emptied` after a statement the engine did not decode).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pgsteady.lint.base import Context, Node, foreign_key_targets
-from pgsteady.lint.schema import Key
+from pgsteady.lint.base import Context, Node, existing_foreign_key_targets
 
 #: Statement types :func:`track` learns from (the engine decodes these even if no rule asks).
-TRACKED = frozenset({"TransactionStmt", "VariableSetStmt", "CreateStmt", "AlterTableStmt"})
+TRACKED = frozenset({"TransactionStmt", "VariableSetStmt", "CreateStmt", "AlterTableStmt",
+                     "TruncateStmt", "DeleteStmt", "DropStmt"})
+
+# Statements that cannot put rows back into a table the transaction emptied; any other (an
+# INSERT, COPY, MERGE, a DO block, a function call) may, and ends what lint knows.
+_KEEPS_EMPTY = frozenset({
+    "TransactionStmt", "VariableSetStmt", "AlterTableStmt", "TruncateStmt", "DeleteStmt",
+    "UpdateStmt", "IndexStmt", "DropStmt", "CreateStmt", "CommentStmt", "GrantStmt",
+    "GrantRoleStmt", "RenameStmt", "CreateSeqStmt", "AlterSeqStmt", "CreateEnumStmt",
+    "AlterEnumStmt", "CompositeTypeStmt", "CreateDomainStmt", "LockStmt", "ViewStmt",
+    "AlterOwnerStmt", "AlterObjectSchemaStmt", "CreateSchemaStmt", "CreateFunctionStmt",
+    "CreateTrigStmt", "DefineStmt", "AlterDefaultPrivilegesStmt", "ConstraintsSetStmt"})
 
 
-def _existing_fk_targets(kind: str, stmt: Node, ctx: Context) -> list[Key]:
-    """Keys of the tables new foreign keys reference, less those new in this change."""
-    return [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
+def forget_emptied(kind: str, ctx: Context) -> None:
+    """Tables emptied earlier may hold rows again after a statement that can insert them."""
+    if ctx.emptied_in_transaction and kind not in _KEEPS_EMPTY:
+        ctx.emptied_in_transaction.clear()
 
 
 def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
     """Update what the context knows after a statement (transactions, timeouts, tables)."""
+    forget_emptied(kind, ctx)
     if kind == "TransactionStmt":
         what = stmt.get("kind", "")
         if what in ("TRANS_STMT_BEGIN", "TRANS_STMT_START"):
@@ -36,6 +49,7 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
                 ctx.not_valid_in_transaction.clear()
                 ctx.fk_targets_in_transaction.clear()
                 ctx.altered_in_transaction.clear()
+                ctx.emptied_in_transaction.clear()
     elif kind == "VariableSetStmt":
         name = str(stmt.get("name", "")).lower()
         # SET x TO DEFAULT and RESET x fall back to the server's setting: assume none.
@@ -46,7 +60,7 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
             ctx.statement_timeout_set = not disabled
     elif kind == "CreateStmt":
         if ctx.in_transaction:
-            ctx.fk_targets_in_transaction.update(_existing_fk_targets(kind, stmt, ctx))
+            ctx.fk_targets_in_transaction.update(existing_foreign_key_targets(kind, stmt, ctx))
     elif kind == "AlterTableStmt":
         _track_checks(stmt, ctx)
         relation = stmt.get("relation") or {}
@@ -54,7 +68,33 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
                 not ctx.is_new_table(relation) and _takes_access_exclusive(stmt):
             ctx.altered_in_transaction.add(ctx.key(relation))
         if ctx.in_transaction:
-            ctx.fk_targets_in_transaction.update(_existing_fk_targets(kind, stmt, ctx))
+            ctx.fk_targets_in_transaction.update(existing_foreign_key_targets(kind, stmt, ctx))
+    elif kind in ("TruncateStmt", "DeleteStmt"):
+        _track_emptied(kind, stmt, ctx)
+    elif kind == "DropStmt" and stmt.get("removeType") == "OBJECT_VIEW":
+        for obj in stmt.get("objects") or ():
+            names = [n["String"]["sval"] for n in obj.get("List", {}).get("items") or ()
+                     if "String" in n]
+            if names:
+                ctx.dropped_views.add(ctx.schema.name_key(names, ctx.schema.views))
+
+
+def _track_emptied(kind: str, stmt: Node, ctx: Context) -> None:
+    """Remember the tables a TRUNCATE, or a DELETE of every row, empties in the transaction.
+
+    Only inside a transaction the file or its runner holds open: run statement by statement,
+    the application may insert rows again before the next one. ``ONLY`` leaves the rows of
+    child tables (which an ADD COLUMN on the parent reaches too).
+    """
+    if not (ctx.transaction_depth > 0 or ctx.assume_in_transaction):
+        return
+    if kind == "TruncateStmt":
+        relations = [item.get("RangeVar") or {} for item in stmt.get("relations") or ()]
+    elif not any(stmt.get(part) for part in ("whereClause", "usingClause", "withClause")):
+        relations = [stmt.get("relation") or {}]
+    else:
+        return
+    ctx.emptied_in_transaction.update(ctx.key(r) for r in relations if r and r.get("inh"))
 
 
 def _is_zero(args: Sequence[Node] | None) -> bool:

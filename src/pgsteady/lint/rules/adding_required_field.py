@@ -3,7 +3,9 @@
 Existing rows would get NULL in the new column, so PostgreSQL refuses the statement as soon
 as the table is not empty: the migration passes on an empty development database and fails
 in production. Give the column a constant default (instant since PostgreSQL 11), or add it
-nullable, backfill, and set NOT NULL the safe way.
+nullable, backfill, and set NOT NULL the safe way. Not reported on a table created in the same
+change, nor on one the same transaction emptied first (``TRUNCATE t``, or ``DELETE FROM t``
+without WHERE, with no INSERT or other writing statement between).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ _FILLED = frozenset({"CONSTR_DEFAULT", "CONSTR_IDENTITY", "CONSTR_GENERATED"})
 
 def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
+    if ctx.is_new_table(relation) or ctx.key(relation) in ctx.emptied_in_transaction:
         return
     for column in column_defs(kind, stmt):
         kinds = {c.get("contype") for c in constraints(column)}

@@ -5,16 +5,17 @@ and the transaction keeps every such lock until it ends. One migration adding re
 ``customers``, ``products`` and ``warehouses`` blocks writes to all three for its whole
 duration, and is that much likelier to queue behind someone's long query. strong_migrations
 reports it too. Add each foreign key in its own migration. Tables created in the same change
-do not count: nobody else is writing to them yet. Reported once per transaction, at the
-statement whose foreign keys bring it to two tables (a Prisma migration adds each key in a
-statement of its own: the third and later keys add no finding of their own).
+do not count: nobody else is writing to them yet (nor does a new table's key to itself).
+Reported once per transaction, at the statement whose foreign keys bring it to two tables (a
+Prisma migration adds each key in a statement of its own: the third and later keys add no
+finding of their own).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, foreign_key_targets
+from pgsteady.lint.base import Context, Hit, Node, existing_foreign_key_targets
 
 ID = "multiple-foreign-keys"
 MESSAGE = "foreign keys to several tables in one transaction block writes to all of them"
@@ -28,7 +29,7 @@ STATEMENTS = ("CreateStmt", "AlterTableStmt.AT_AddConstraint", "AlterTableStmt.A
 def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     if not ctx.in_transaction:
         return
-    targets = [ctx.key(t) for t in foreign_key_targets(kind, stmt) if not ctx.is_new_table(t)]
+    targets = existing_foreign_key_targets(kind, stmt, ctx)
     before = ctx.fk_targets_in_transaction
     locked_now = before | set(targets)
     if len(before) < 2 <= len(locked_now):  # once per transaction, where it reaches two

@@ -6,8 +6,9 @@ behind it: the lock queue of an ``ALTER TABLE``, on a view. It also breaks runni
 column changes meaning (only adding columns at the end is allowed, but code that selects
 ``*`` sees them at once). squawk does not report it. Keep ``lock_timeout`` short and retry,
 or create a new view under a new name and move the code to it. A view created in the same
-change is fine; with no history or ``--dsn``, a view the linter does not know is assumed to
-exist (that is what OR REPLACE is for).
+change is fine, and so is one dropped earlier in the same file (OR REPLACE then creates it);
+with no history or ``--dsn``, a view the linter does not know is assumed to exist (that is
+what OR REPLACE is for).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
     view = stmt.get("view") or {}
     if not stmt.get("replace") or ctx.schema.view_is_new(view):
         return
+    if not ctx.schema.view_exists(view) and \
+            ctx.schema.key(view, ctx.schema.views) in ctx.dropped_views:
+        return  # dropped above: OR REPLACE creates it
     if ctx.schema.from_catalog and not ctx.schema.view_exists(view):
         return
     yield Hit(qualified(view), view.get("location"))

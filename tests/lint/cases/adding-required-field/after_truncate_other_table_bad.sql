@@ -1,0 +1,2 @@
+TRUNCATE TABLE alert_log;
+ALTER TABLE alerts ADD COLUMN resource text NOT NULL;
