@@ -83,7 +83,8 @@ def register(verbs: Any) -> None:
                       default=None, help="the runner sets lock_timeout and statement_timeout "
                       "(pgsteady migrate does; default: yes)")
     lint.add_argument("--assume-in-transaction", action=argparse.BooleanOptionalAction,
-                      default=None, help="the runner wraps each file in a transaction")
+                      default=None, help="the runner wraps each file in a transaction "
+                      "(files the tool runs outside one stay outside)")
     lint.add_argument("--dsn", help="a database to read table sizes from (optional; "
                       "never written to)")
     lint.add_argument("--large-table", type=_rows, metavar="ROWS",

@@ -202,9 +202,12 @@ class Linter:
                   ) -> FileReport:
         """Lint SQL text; ``path`` is only used in what gets reported.
 
-        ``schema`` is what earlier files built (it is updated); the configuration's
-        ``assume_*`` settings, when set, win over the runner's ``in_transaction`` and
-        ``runner_timeouts``.
+        ``schema`` is what earlier files built (it is updated). The configuration's
+        ``assume_runner_timeouts``, when set, wins over ``runner_timeouts``;
+        ``assume_in_transaction`` can only take the transaction away: a file its tool runs
+        outside one (``in_transaction=False``: a no-transaction header or marker, or a tool
+        that never opens one) stays outside, since saying otherwise would hide the findings
+        that matter there.
         """
         config = self.config
         if config.assume_in_transaction is not None:
