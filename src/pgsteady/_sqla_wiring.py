@@ -45,8 +45,11 @@ class Wiring:
         self.engine = engine
         self.settings = settings
         self.local = settings.set_query() if settings.pooler == "transaction" else None
-        self.prefixed = (_prefixed_cursor(_core.transaction_prefix(settings))
-                         if settings.pooler == "transaction" else None)
+        self.prefixed: type[psycopg.AsyncClientCursor[Any]] | None = None
+        self.prefixed_sync: type[psycopg.ClientCursor[Any]] | None = None
+        if settings.pooler == "transaction":
+            self.prefixed, self.prefixed_sync = _prefixed_cursors(
+                _core.transaction_prefix(settings))
         self._startup = settings.connect_kwargs()
         self._connect_timeout = str(max(2, round(connect_timeout)))
         event.listen(engine, "do_connect", self._do_connect)
@@ -98,26 +101,40 @@ class Wiring:
             event.remove(self.engine, "connect", self._on_connect)
 
 
-def _prefixed_cursor(prefix: str) -> type[psycopg.AsyncClientCursor[Any]]:
-    """A cursor class sending ``prefix`` (the ``set_config(..., true)`` calls) in front of
-    each statement as one simple Query, as ``AsyncDatabase`` does: PostgreSQL runs the two
-    as one implicit transaction, so the settings hold for the statement alone and the job
+def _prefixed_cursors(prefix: str) -> tuple[type[psycopg.AsyncClientCursor[Any]],
+                                            type[psycopg.ClientCursor[Any]]]:
+    """Cursor classes (async, sync) sending ``prefix`` (the ``set_config(..., true)`` calls)
+    in front of each statement as one simple Query, as the runners do: PostgreSQL runs the
+    two as one implicit transaction, so the settings hold for the statement alone and the job
     costs one round trip. SQLAlchemy then reads the statement's own result."""
     if "%" in prefix:
         raise UsageError(f"session settings cannot contain '%': {prefix!r}")
 
+    def text(query: Any) -> str:
+        if not isinstance(query, str):
+            raise UsageError("pgsteady sends SQLAlchemy's statements as text")
+        return prefix + query
+
+    # Each execution its own implicit transaction would lose executemany's all-or-nothing;
+    # a one-statement helper takes one set of parameters.
+    many = "one-statement helpers take one set of parameters; use run() for many"
+
     class _Prefixed(psycopg.AsyncClientCursor[Any]):
         async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            if not isinstance(query, str):
-                raise UsageError("pgsteady sends SQLAlchemy's statements as text")
-            await super().execute(prefix + query, params, **kwargs)
+            await super().execute(text(query), params, **kwargs)
             self.nextset()
             return self
 
         async def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
-            # Each execution its own implicit transaction would lose executemany's
-            # all-or-nothing; a one-statement helper takes one set of parameters.
-            raise UsageError("one-statement helpers take one set of parameters; use run() "
-                             "for many")
+            raise UsageError(many)
 
-    return _Prefixed
+    class _PrefixedSync(psycopg.ClientCursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            super().execute(text(query), params, **kwargs)
+            self.nextset()
+            return self
+
+        def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+            raise UsageError(many)
+
+    return _Prefixed, _PrefixedSync

@@ -318,24 +318,35 @@ class AsyncSteady:
     async def _execute(self, job: Job) -> None:
         try:
             if isinstance(job.work, _Alone):
-                async with self.engine.connect() as conn:
-                    await self._attempt_alone(job, conn)
+                await self._attempt_alone(job)
             else:
                 async with self._sessions() as session:
                     await self._attempt(job, session)
-        except Exception:  # the session's close failed; the job's outcome is recorded
-            log.exception("closing a job's session failed")
+        except Exception as exc:  # closing failed; the job's outcome is recorded, or now
+            _unfinished(self._core, job, exc)
         finally:
             self._active -= 1
             _settle(job)
             self._dispatch()
 
-    async def _attempt_alone(self, job: Job, conn: AsyncConnection) -> None:
+    async def _attempt_alone(self, job: Job) -> None:
         """One Core statement on its own, in autocommit: no BEGIN or COMMIT round trip and
         no ORM session. Behind a transaction pooler its settings travel in front of it, in
-        one message (see :class:`_Prefixed`), so PgBouncer lends a server connection for
+        one message (see ``_sqla_wiring``), so PgBouncer lends a server connection for
         exactly one round trip — never across this process's Python time."""
         start = time.monotonic()
+        try:
+            conn = await self.engine.connect().start()  # the checkout: connecting, if new
+        except Exception as exc:
+            self._core.no_connection(
+                job, _core.no_connection_error(exc, time.monotonic() - start))
+            return
+        try:
+            await self._alone_on(job, conn, start)
+        finally:
+            await conn.close()
+
+    async def _alone_on(self, job: Job, conn: AsyncConnection, start: float) -> None:
         try:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
             raw: Any = (await conn.get_raw_connection()).driver_connection
@@ -400,11 +411,20 @@ class _Alone:
 
     __slots__ = ("fn",)
 
-    def __init__(self, fn: Callable[[AsyncConnection], Awaitable[Any]]) -> None:
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
         self.fn = fn
 
-    def __call__(self, conn: AsyncConnection, _job: Job) -> Awaitable[Any]:
+    def __call__(self, conn: Any, _job: Job) -> Any:
         return self.fn(conn)
+
+
+def _unfinished(core: Core, job: Job, exc: Exception) -> None:
+    """A job's task or thread failed outside its attempt (closing its connection, say): log
+    it, and if the job never got an outcome, fail it, so that its caller never takes a
+    missing result for a NULL."""
+    log.exception("a job's connection or session failed outside the job")
+    if job.state == _core.State.CONNECTING:
+        core.no_connection(job, _core.no_connection_error(exc, 0.0))
 
 
 def _ignore_job(fn: Callable[[Any], Any]) -> Callable[[Any, Job], Any]:
@@ -473,6 +493,8 @@ class Steady:
     def scalar(self, statement: Executable, params: Params = None, *,
                deadline: Duration = DEFAULT) -> Any:
         """The first column of the first row of one statement, or None."""
+        if _is_core(statement):
+            return self._call(lambda conn: conn.scalar(statement, params), deadline, core=True)
         return self._call(lambda session: session.scalar(statement, params), deadline)
 
     @overload
@@ -485,7 +507,7 @@ class Steady:
                 deadline: Duration = DEFAULT) -> Sequence[Any]:
         """The first column of every row."""
         rows: Sequence[Any] = self._call(
-            lambda session: session.scalars(statement, params).all(), deadline)
+            lambda on: on.scalars(statement, params).all(), deadline, core=_is_core(statement))
         return rows
 
     @overload
@@ -498,7 +520,8 @@ class Steady:
                 deadline: Duration = DEFAULT) -> AnyRows:
         """One statement's ``Result``, buffered (see :meth:`AsyncSteady.execute`)."""
         result: AnyRows = self._call(
-            lambda session: _buffered(session.execute(statement, params)), deadline)
+            lambda on: _buffered(on.execute(statement, params)), deadline,
+            core=_is_core(statement))
         return result
 
     def stats(self) -> DatabaseStats:
@@ -527,16 +550,19 @@ class Steady:
 
     # -- moving jobs -------------------------------------------------------------------------
 
-    def _call(self, work: Callable[[Session], Any], deadline: Duration) -> Any:
+    def _call(self, work: Callable[[Any], Any], deadline: Duration, core: bool = False) -> Any:
+        """``work(session)``, or with ``core`` (one Core statement) ``work(connection)`` in
+        autocommit, as :class:`AsyncSteady` runs them."""
         if self.breaker is None:
-            return self._unguarded(work, deadline)
-        return self.breaker.guard(lambda: self._unguarded(work, deadline),
+            return self._unguarded(work, deadline, core)
+        return self.breaker.guard(lambda: self._unguarded(work, deadline, core),
                                   _core.breaker_verdict)
 
-    def _unguarded(self, work: Callable[[Session], Any], deadline: Duration) -> Any:
+    def _unguarded(self, work: Callable[[Any], Any], deadline: Duration, core: bool) -> Any:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
-        job = Job(_ignore_job(work), budget, now, None if budget is None else now + budget)
+        job = Job(_Alone(work) if core else _ignore_job(work), budget, now,
+                  None if budget is None else now + budget)
         job.waker = threading.Lock()
         job.waker.acquire()
         with self._ready:
@@ -570,12 +596,51 @@ class Steady:
                     self._ready.wait()
                     job = self._core.take()
             try:
-                with self._sessions() as session:
-                    self._attempt(job, session)
-            except Exception:  # the session's close failed; the job's outcome is recorded
-                log.exception("closing a job's session failed")
+                if isinstance(job.work, _Alone):
+                    self._attempt_alone(job)
+                else:
+                    with self._sessions() as session:
+                        self._attempt(job, session)
+            except Exception as exc:  # closing failed; the job's outcome is recorded, or now
+                with self._ready:
+                    _unfinished(self._core, job, exc)
             finally:
                 job.waker.release()
+
+    def _attempt_alone(self, job: Job) -> None:
+        """One Core statement in autocommit (see :meth:`AsyncSteady._attempt_alone`)."""
+        start = time.monotonic()
+        conn = None
+        try:
+            conn = self.engine.connect()  # the checkout: connecting, if new
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            raw: Any = conn.connection.driver_connection
+        except Exception as exc:
+            if conn is not None:
+                conn.close()
+            with self._ready:
+                self._core.no_connection(
+                    job, _core.no_connection_error(exc, time.monotonic() - start))
+            return
+        with conn:
+            with self._ready:
+                if not self._core.begin(job, time.monotonic()):
+                    return  # dropped: the connection goes back unused
+            result, error = None, None
+            factory = raw.cursor_factory
+            if self._wiring.prefixed_sync is not None:
+                raw.cursor_factory = self._wiring.prefixed_sync
+            try:
+                job.commit_sent = True  # autocommit: the statement commits itself
+                result = job.work(conn, job)
+            except BaseException as exc:  # recorded for the caller
+                error = _wrap(exc, job)
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                raw.cursor_factory = factory
+                with self._ready:
+                    self._core.finish(job, result, error)
 
     def _attempt(self, job: Job, session: Session) -> None:
         start = time.monotonic()

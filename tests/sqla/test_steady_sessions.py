@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.pool import NullPool
 
-from pgsteady.errors import DatabaseClosed, DeadlineExceeded, UsageError
+from pgsteady.errors import CannotConnect, DatabaseClosed, DeadlineExceeded, UsageError
 from pgsteady.sqlalchemy import AsyncSteady, Steady, url_from_dsn
 
 SETTINGS = ("select concat_ws('|', current_setting('statement_timeout'), "
@@ -296,3 +296,51 @@ def test_a_closed_steady_object_says_what_is_closed(make_steady, pgsteady_databa
         db._do(db.steady.aclose())
     with pytest.raises(DatabaseClosed, match=f"the {type(db.steady).__name__} is closed"):
         db.scalar("select 1")
+
+
+def test_sync_one_statement_behind_a_transaction_pooler(pgsteady_stack, pgsteady_database):
+    """Steady's one-statement helpers run as AsyncSteady's do: a Core statement alone, in
+    autocommit, its settings in front of it in one message; an ORM one through a Session."""
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("create table items (id int primary key, name text)")
+        conn.execute("insert into items values (1, 'a')")
+    cluster = pgsteady_stack(pool_size=1, pool_mode="transaction")
+    dsn = cluster.pooled_dsn(pgsteady_database.name)
+    engine = create_engine(url_from_dsn(dsn), pool_size=1, max_overflow=0)
+    with Steady(engine, pooler="transaction", service="orders", lock_timeout=0.25) as steady:
+        assert steady.scalar(text(SETTINGS), deadline=5) == f"30s|250ms|1min|{_label()}"
+        for i in range(12):  # past psycopg's default prepare_threshold of 5
+            assert steady.scalar(text("select :i"), {"i": i}, deadline=5) == i
+        assert steady.scalars(select(ITEMS.c.name), deadline=5) == ["a"]
+        item = steady.scalar(select(_Item).where(_Item.id == 1), deadline=5)
+        assert isinstance(item, _Item) and item.name == "a"
+    engine.dispose()
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as other:
+        assert other.execute("show lock_timeout").fetchone() == ("0",)
+
+
+def test_statements_that_refuse_a_transaction_run_on_both_engines(make_steady,
+                                                                  pgsteady_database):
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        conn.execute("create table swept (id int)")
+    db = make_steady(pgsteady_database.dsn)
+    if isinstance(db.steady, Steady):
+        db.steady.execute(text("vacuum swept"), deadline=10)
+    else:
+        db._do(db.steady.execute(text("vacuum swept"), deadline=10))
+    with psycopg.connect(pgsteady_database.dsn) as conn:
+        row = conn.execute("select vacuum_count from pg_stat_user_tables "
+                           "where relname = 'swept'").fetchone()
+    assert row is not None and row[0] >= 0  # the statement ran: no "inside a transaction"
+
+
+def test_a_lookup_that_cannot_connect_fails_and_never_returns_none(make_steady):
+    """A one-statement lookup on a server that refuses the connection raises CannotConnect:
+    AsyncSteady's used to return None (its connection was opened outside the attempt)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    db = make_steady(f"host=127.0.0.1 port={port} dbname=x user=x connect_timeout=2")
+    with pytest.raises(CannotConnect):
+        db.scalar("select 1")
+    assert db.stats().failed == 1
