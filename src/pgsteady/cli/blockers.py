@@ -107,13 +107,24 @@ def as_json(snap: Any) -> dict[str, Any]:
                        "queued": queued, "queued_total": len(queued),
                        "queued_per_relation": chain.queued_per_relation()})
     return {"schema_version": SCHEMA_VERSION, "database": snap.database,
-            "chains": chains, "queued_per_relation": _queued_per_relation(snap)}
+            "chains": chains, "queued_per_relation": _queued_per_relation(snap),
+            "hidden_sessions": snap.hidden_sessions}
+
+
+def _hidden_note(snap: Any) -> str | None:
+    """What this role cannot see, or None when it sees every session."""
+    if not snap.hidden_sessions:
+        return None
+    return (f"note: user {snap.user} cannot see the state, waits or query of "
+            f"{snap.hidden_sessions} other session(s) (hidden); blocking is read from "
+            f"pg_locks, but grant pg_monitor (or pg_read_all_stats) to see what they run")
 
 
 def _line(session: Any) -> str:
     from pgsteady.inspect.findings import age_text, who
 
-    parts = [who(session), session.state or session.backend_type]
+    parts = [who(session), "state hidden" if session.hidden
+             else session.state or session.backend_type]
     if session.xact_age is not None:
         parts.append(f"transaction {age_text(session.xact_age)}")
     return ", ".join(p for p in parts if p)
@@ -128,6 +139,9 @@ def render(snap: Any) -> None:
 
     per_relation = _queued_per_relation(snap)
     total = sum(per_relation.values())
+    note = _hidden_note(snap)
+    if note:
+        print(note)
     if not snap.chains:
         print(f"no blocking: nobody in {snap.database} waits for a lock held by another session")
         return

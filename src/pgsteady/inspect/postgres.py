@@ -57,6 +57,9 @@ class Session:
     # Which session holds the pid (a later one may get it): both are compared before ending it.
     backend_start: datetime | None = None
     usename: str | None = None  # None for PostgreSQL's own processes, unlike ``user``
+    # Another role's session this role may not look into (no pg_read_all_stats / pg_monitor):
+    # state, waits, query and times are hidden; pid, user, database and application_name show.
+    hidden: bool = False
 
     @property
     def is_client(self) -> bool:
@@ -236,6 +239,12 @@ class PostgresSnapshot:
 
     def client_sessions(self) -> list[Session]:
         return [s for s in self.sessions if s.is_client]
+
+    @property
+    def hidden_sessions(self) -> int:
+        """Sessions of other roles whose state, waits and query this role may not read
+        (PostgreSQL's own processes, hidden too, are not counted)."""
+        return sum(1 for s in self.sessions if s.hidden and s.usename)
 
     @property
     def connections_used(self) -> int:
@@ -486,4 +495,5 @@ def _session(row: Mapping[str, Any]) -> Session:
         row["client_port"], row["backend_type"], row["state"], row["backend_age"],
         row["xact_age"], row["query_age"], row["state_age"], row["wait_event_type"],
         row["wait_event"], row["xmin_age_xids"], row["superuser"], scrub(row["query"]),
-        tuple(row["blocked_by"] or ()), row.get("backend_start"), row.get("usename"))
+        tuple(row["blocked_by"] or ()), row.get("backend_start"), row.get("usename"),
+        bool(row.get("hidden")))

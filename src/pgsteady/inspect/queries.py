@@ -51,6 +51,10 @@ ORDER BY 1, 2, 3
 # Every other backend, with ages in seconds and, for the ones waiting on a lock, who blocks
 # them (pg_blocking_pids is called only for those: it reads the whole lock table each time).
 # backend_start and the raw usename tell a session from a later one given the same pid.
+# A role without pg_read_all_stats (pg_monitor) gets other roles' rows with state, wait event,
+# query and times hidden (NULL, query '<insufficient privilege>'): ``hidden`` says so, and
+# such a session's waits are read from pg_locks, which every role sees, so a lock queue is
+# still found (pg_blocking_pids needs no privilege either).
 _SESSION_COLUMNS = r"""
        a.pid, coalesce(a.datname::text, '') AS database, coalesce(a.usename::text, '') AS "user",
        coalesce(a.application_name, '') AS application_name,
@@ -63,10 +67,15 @@ _SESSION_COLUMNS = r"""
        a.wait_event_type, a.wait_event,
        age(a.backend_xmin)::int8 AS xmin_age_xids,
        coalesce(r.rolsuper, false) AS superuser,
-       left(regexp_replace(coalesce(a.query, ''), '\s+', ' ', 'g'), %(query_chars)s) AS query,
+       CASE WHEN a.backend_type IS NULL THEN '' ELSE
+       left(regexp_replace(coalesce(a.query, ''), '\s+', ' ', 'g'), %(query_chars)s) END AS query,
        CASE WHEN a.wait_event_type = 'Lock' THEN pg_blocking_pids(a.pid)
+            WHEN a.backend_type IS NULL
+                 AND a.pid IN (SELECT w.pid FROM pg_locks w WHERE NOT w.granted)
+                 THEN pg_blocking_pids(a.pid)
             ELSE '{}'::int[] END AS blocked_by,
-       a.backend_start, a.usename::text AS usename
+       a.backend_start, a.usename::text AS usename,
+       a.backend_type IS NULL AS hidden
 FROM pg_stat_activity a LEFT JOIN pg_roles r ON r.oid = a.usesysid
 """
 SESSIONS = f"""
