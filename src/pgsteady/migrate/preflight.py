@@ -190,10 +190,16 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+HIDDEN = "state hidden from this role (pg_monitor or pg_read_all_stats shows it)"
+
+
 def _session(row: dict[str, Any]) -> Session:
-    return Session(row["pid"], row["application_name"], row["usename"], row["client_addr"],
-                   row["state"], row["xact_age"], row["query_age"],
-                   shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
+    # Another role's session, to a role without pg_monitor: no state, no transaction start.
+    hidden = not row["state"] and row["xact_age"] is None
+    return Session(row["pid"], row["application_name"], row["usename"],
+                   row["client_addr"], HIDDEN if hidden else row["state"], row["xact_age"],
+                   row["query_age"], "" if hidden
+                   else shorten(scrub(row["query"]), QUERY_CHARS))  # masked first, then cut
 
 
 def _readings(migration: Migration) -> dict[int, tuple[StatementInfo, opaque.Reading]]:
@@ -303,7 +309,9 @@ def _lockers(conn: psycopg.Connection[Any], needs: Sequence[Need], *,
             continue
         age = row["xact_age"] if row["granted"] else (row["wait_age"] or row["query_age"])
         idle = row["granted"] and row["state"] in IDLE_IN_TRANSACTION
-        if not idle and (age is None or age < min_age):
+        # No age: pg_stat_activity hides another role's session from a role without
+        # pg_monitor, but pg_locks still shows its lock. In the way at any age we cannot see.
+        if not idle and age is not None and age < min_age:
             young_for = max(young_for, min_age - (age or 0.0))
             continue
         need = max(conflicting, key=lambda n: n.lock.level)
