@@ -75,8 +75,8 @@ def print_report(report: Report, *, allow_unknown: bool = False) -> None:
         print(f"- {blocker.describe()}", file=out)
         if blocker.session.query:
             print(f"  query: {blocker.session.query}", file=out)
-    print(f"next: wait for them to finish, or end them with SELECT pg_terminate_backend(pid) "
-          f"(pid {', '.join(map(str, pids))}); then run pgsteady migrate", file=out)
+    print(f"next: wait for them to finish, or {report.what_to_end()}; then run pgsteady "
+          f"migrate", file=out)
     if report.unknown:
         _print_unknown(report, "also: preflight cannot know the locks of")
 

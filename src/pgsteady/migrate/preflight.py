@@ -168,10 +168,21 @@ class Report:
         """One line for an error message: every blocking session, and what to do."""
         sessions = {b.session.pid: b for b in self.blockers}
         named = "; ".join(b.describe() for b in sessions.values())
-        pids = ", ".join(str(pid) for pid in sessions)
         return (f"preflight: {len(sessions)} session(s) would block the pending migrations: "
-                f"{named}. Wait for them to finish, or end them (SELECT pg_terminate_backend"
-                f"(pid) for pid {pids}), then run again")
+                f"{named}. Wait for them to finish, or {self.what_to_end()}, then run again")
+
+    def what_to_end(self) -> str:
+        """Which sessions to end: those holding what is needed. The ones waiting in the
+        queue behind them are their victims and go on once they are gone (a waiter is named
+        only when no holder is: its own blocker's lock does not conflict with ours)."""
+        sessions = {b.session.pid: b for b in self.blockers}
+        holders = sorted(pid for pid, b in sessions.items() if b.reason != "waits for")
+        waiting = len(sessions) - len(holders)
+        pids = ", ".join(str(pid) for pid in (holders or sorted(sessions)))
+        behind = (f"; the {waiting} waiting behind them go on once they are gone"
+                  if holders and waiting else "")
+        return (f"end the ones in the way with SELECT pg_terminate_backend(pid) (pid {pids}) "
+                f"or pgsteady blockers --terminate{behind}")
 
 
 def _age(label: str, seconds: float | None, suffix: str = "") -> str:
