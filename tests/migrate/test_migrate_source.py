@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from migrate_helpers import columns, history, run_cli, write_migrations
 
@@ -141,3 +142,37 @@ def test_a_hidden_sql_file_is_still_named(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="pgsteady.migrate"):
         source.scan_dir(folder)
     assert any(".0002_b.sql: a hidden file" in r.getMessage() for r in caplog.records)
+
+
+# A pg_dump data section, as Flyway baseline scripts made with pg_dump hold them.
+_DUMP_COPY = ("CREATE TABLE ae_parameters (id int, vertical text, extra text);\n"
+              "--\n-- Data for Name: ae_parameters; Type: TABLE DATA; Schema: public\n--\n\n"
+              "COPY ae_parameters (id, vertical, extra) FROM stdin;\n"
+              "1\tskin\t\\N\n2\tskin\t\\N\n\\.\n\n"
+              "SELECT pg_catalog.setval('x', 30, true);\n")
+
+
+@pytest.mark.parametrize(("tool", "file", "line"), [
+    ("flyway", ("V1__baseline.sql", _DUMP_COPY), 6),
+    ("pgsteady", ("0001_load.sql", "CREATE TABLE t (id int);\nCOPY t (id) FROM STDIN;\n"), 2),
+    ("goose", ("20240101000000_out.sql",
+               "-- +goose Up\nCREATE TABLE t (id int);\nCOPY t TO stdout;\n"), 3),
+])
+def test_copy_through_the_client_is_refused_before_anything_runs(tmp_path, db, tool, file,
+                                                                  line):
+    """COPY ... FROM STDIN (psql's inline rows) and COPY ... TO STDOUT need the client's copy
+    channel, which migrations do not have: said as a bad file (exit 2, one line, its line),
+    not sent (the session then hung in COPY mode and the run ended as 'cannot connect', exit
+    3) nor read as a syntax error in the rows."""
+    name, text = file
+    folder = write_migrations(tmp_path / "m", {name: text})
+    result = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--tool", tool)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"{name}:{line}: COPY ... {'TO STDOUT' if 'stdout' in text else 'FROM STDIN'}" \
+        in lines[0]
+    assert "Traceback" not in result.stderr
+    with psycopg.connect(db) as conn:  # nothing sent: no table, not even the tool's history
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                            ).fetchone() == (0,)

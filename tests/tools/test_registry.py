@@ -69,6 +69,25 @@ def test_dbmate_sections_and_transaction_option(tmp_path):
         dbmate_up(tmp_path / "1_x.sql", "-- migrate:down\n-- migrate:up\n")
 
 
+def test_dbmate_takes_any_name_that_starts_with_digits(tmp_path):
+    """dbmate's own pattern is ``^(\\d+).*\\.sql$``: the version is the leading digits, whatever
+    follows. supabase/postgres runs dbmate on migrations/db/init-scripts, named
+    ``00000000000000-initial-schema.sql`` (a dash, not an underscore)."""
+    write(tmp_path, {
+        "00000000000001-auth-schema.sql": "-- migrate:up\nCREATE SCHEMA IF NOT EXISTS auth;\n",
+        "00000000000000-initial-schema.sql":
+            "-- migrate:up\n\n-- Set up realtime\ncreate publication supabase_realtime;\n",
+        "20211115181400_update-auth-permissions.sql": "-- migrate:up\nselect 1;\n",
+        "20211116000000.sql": "-- migrate:up\nselect 2;\n",
+    })
+    scan = layouts.scan(tmp_path, "dbmate")
+    assert [(f.tag, f.name) for f in scan.files] == [
+        ("00000000000000", "initial-schema"), ("00000000000001", "auth-schema"),
+        ("20211115181400", "update-auth-permissions"), ("20211116000000", "")]
+    assert scan.skipped == []
+    assert layouts.detect(tmp_path) == "dbmate"
+
+
 def test_golang_migrate_up_files_only(tmp_path):
     """golang-migrate: N_name.up.sql run in version order; .down.sql files are ignored."""
     write(tmp_path, {"2_b.up.sql": "select 2;", "2_b.down.sql": "x", "10_c.up.sql": "select 3;",

@@ -255,6 +255,7 @@ def parts_of(path: Path, up: registry.UpPart) -> list[Part]:
             raise BadMigration(f"{path}:{line}: {exc.message} (column {col}); "
                                f"fix the SQL") from None
         for parsed in found:
+            _refuse_client_copy(path, parsed, up.file_line(chunk.line + parsed.line - 1))
             keep = parsed.kind == "CREATE INDEX CONCURRENTLY"
             info = replace(parsed, line=up.file_line(chunk.line + parsed.line - 1),
                            col=parsed.col + (chunk.col - 1 if parsed.line == 1 else 0),
@@ -263,6 +264,25 @@ def parts_of(path: Path, up: registry.UpPart) -> list[Part]:
         if key is not None and len(found) == 1 and not keep:
             seen[key] = replace(found[0], node=None)
     return out
+
+
+def _refuse_client_copy(path: Path, parsed: StatementInfo, line: int) -> None:
+    """BadMigration for ``COPY ... FROM STDIN`` / ``TO STDOUT``: they need the client's copy
+    channel (psql sends a dump's inline rows after the statement; Flyway does so too), which
+    a migration's session does not have. Sent, the statement would leave the session waiting
+    in COPY mode; the rows after it are not SQL."""
+    if not parsed.kind.startswith("COPY") or parsed.node is None:
+        return
+    node = parsed.node
+    if node.filename is not None or node.is_program:
+        return  # a server-side file or program: an ordinary statement
+    if node.is_from:
+        raise BadMigration(
+            f"{path}:{line}: COPY ... FROM STDIN takes its rows from the client (psql's or "
+            f"Flyway's inline data), and pgsteady sends statements only; load the rows with "
+            f"INSERT ... VALUES, or from a file on the server (COPY ... FROM 'path')")
+    raise BadMigration(f"{path}:{line}: COPY ... TO STDOUT sends rows to the client, which a "
+                       f"migration has nowhere to put; remove it, or COPY ... TO a server file")
 
 
 def _fingerprint(text: str) -> str | None:

@@ -1,6 +1,7 @@
-"""dbmate: ``<version>_<name>.sql`` with ``-- migrate:up`` / ``-- migrate:down``; one
-transaction unless the up line says ``transaction:false``. History in ``schema_migrations``
-(one column: the version as the file writes it)."""
+"""dbmate: ``<version><anything>.sql`` (as dbmate reads names: the leading digits are the
+version, ``1_a.sql``, ``00000000000000-initial-schema.sql``) with ``-- migrate:up`` /
+``-- migrate:down``; one transaction unless the up line says ``transaction:false``. History
+in ``schema_migrations`` (one column: the version as the file writes it)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from pgsteady.tools._base import (
     read,
     sql_file,
 )
-from pgsteady.tools.pgsteady import NUMBERED
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
     from pgsteady.tools._base import Entry, LockPlace
 
+# dbmate's migrationFileRegexp: the leading digits are the version, the rest (after a
+# separator) is only the name.
+_NAMED = re.compile(r"^(?P<version>\d+)[-_.]*(?P<name>.*)\.sql$")
 _MARK = re.compile(r"^--\s*migrate:(?P<what>up|down)\b(?P<options>.*)$", re.IGNORECASE)
 
 
@@ -84,7 +87,7 @@ class Dbmate(FlatTool):
              heads: dict[Path, bytes]) -> MigrationFile | None:
         if not sql_file(path, skipped):
             return None
-        match = named(path, NUMBERED, "<version>_<name>.sql", skipped)
+        match = named(path, _NAMED, "<version>_<name>.sql", skipped)
         if match is None:
             return None
         text = read(path, heads)
@@ -94,7 +97,7 @@ class Dbmate(FlatTool):
                              path, up, transactional, text)
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
-        return entry.is_file and NUMBERED.match(entry.name) is not None and re.search(
+        return entry.is_file and _NAMED.match(entry.name) is not None and re.search(
             r"^\s*--\s*migrate:up\b", head(), re.IGNORECASE | re.MULTILINE) is not None
 
 
