@@ -2,8 +2,10 @@
 
 Prints p50/p99 latency (one caller, back-to-back calls) and throughput (8 concurrent callers,
 engine pool of 4) for ``select 1`` and a 5 ms query, each in its own committed transaction,
-sync and async. The two sides are measured interleaved, in short alternating slices, so
-that a machine whose speed drifts (other processes) charges both alike.
+sync and async, through ``scalar`` (a Core statement runs alone, in autocommit) and through
+``run`` (``fn(session)`` in a committed transaction). The two sides are measured
+interleaved, in short alternating slices, so that a machine whose speed drifts (other
+processes) charges both alike.
 Goal: p50 <= 1.10x a plain session on ``select 1``.
 
     .venv/bin/python bench/sqlalchemy_overhead.py [--seconds 3] [--slices 6]
@@ -88,7 +90,7 @@ def row(kind: str, label: str, peer: tuple[list[float], float],
     (p_lat, p_tps), (o_lat, o_tps) = peer, ours
     p50p, p99p = percentile(p_lat, 0.5), percentile(p_lat, 0.99)
     p50o, p99o = percentile(o_lat, 0.5), percentile(o_lat, 0.99)
-    print(f"{kind:5s} {label:10s} | session p50 {p50p * 1e6:6.0f} us p99 {p99p * 1e6:6.0f} us"
+    print(f"{kind:5s} {label:17s} | session p50 {p50p * 1e6:6.0f} us p99 {p99p * 1e6:6.0f} us"
           f" {p_tps:6.0f}/s | steady p50 {p50o * 1e6:6.0f} us p99 {p99o * 1e6:6.0f} us"
           f" {o_tps:6.0f}/s | ratio p50 {p50o / p50p:4.2f}x p99 {p99o / p99p:4.2f}x "
           f"throughput {p_tps / o_tps:4.2f}x", flush=True)
@@ -104,19 +106,23 @@ def bench_sync(url: Any, seconds: float, slices: int) -> None:
                 with Session(plain_engine) as session, session.begin():
                     return session.scalar(s)
 
-            def ours(s: Any = statement) -> Any:
+            def scalar(s: Any = statement) -> Any:
                 return steady.scalar(s, deadline=5.0)
 
-            lat: dict[SyncCall, list[float]] = {plain: [], ours: []}
-            done: dict[SyncCall, int] = {plain: 0, ours: 0}
-            for call in (plain, ours):  # warm both: every connection open, caches filled
-                sync_throughput_slice(call, 0.3)
-            for _ in range(slices):
-                for call in (plain, ours):
-                    sync_slice(call, seconds / slices, lat[call])
-                    done[call] += sync_throughput_slice(call, seconds / slices)
-            row("sync", label, (lat[plain], done[plain] / seconds),
-                (lat[ours], done[ours] / seconds))
+            def run(s: Any = statement) -> Any:
+                return steady.run(lambda session: session.scalar(s), deadline=5.0)
+
+            for form, ours in (("scalar", scalar), ("run", run)):
+                lat: dict[SyncCall, list[float]] = {plain: [], ours: []}
+                done: dict[SyncCall, int] = {plain: 0, ours: 0}
+                for call in (plain, ours):  # warm both: every connection open, caches filled
+                    sync_throughput_slice(call, 0.3)
+                for _ in range(slices):
+                    for call in (plain, ours):
+                        sync_slice(call, seconds / slices, lat[call])
+                        done[call] += sync_throughput_slice(call, seconds / slices)
+                row("sync", f"{label} {form}", (lat[plain], done[plain] / seconds),
+                    (lat[ours], done[ours] / seconds))
     finally:
         steady.close()
         plain_engine.dispose()
@@ -133,19 +139,25 @@ async def bench_async(url: Any, seconds: float, slices: int) -> None:
                 async with AsyncSession(plain_engine) as session, session.begin():
                     return await session.scalar(s)
 
-            async def ours(s: Any = statement) -> Any:
+            async def scalar(s: Any = statement) -> Any:
                 return await steady.scalar(s, deadline=5.0)
 
-            lat: dict[AsyncCall, list[float]] = {plain: [], ours: []}
-            done: dict[AsyncCall, int] = {plain: 0, ours: 0}
-            for call in (plain, ours):
-                await async_throughput_slice(call, 0.3)
-            for _ in range(slices):
+            async def run(s: Any = statement) -> Any:
+                async def fn(session: AsyncSession) -> Any:
+                    return await session.scalar(s)
+                return await steady.run(fn, deadline=5.0)
+
+            for form, ours in (("scalar", scalar), ("run", run)):
+                lat: dict[AsyncCall, list[float]] = {plain: [], ours: []}
+                done: dict[AsyncCall, int] = {plain: 0, ours: 0}
                 for call in (plain, ours):
-                    await async_slice(call, seconds / slices, lat[call])
-                    done[call] += await async_throughput_slice(call, seconds / slices)
-            row("async", label, (lat[plain], done[plain] / seconds),
-                (lat[ours], done[ours] / seconds))
+                    await async_throughput_slice(call, 0.3)
+                for _ in range(slices):
+                    for call in (plain, ours):
+                        await async_slice(call, seconds / slices, lat[call])
+                        done[call] += await async_throughput_slice(call, seconds / slices)
+                row("async", f"{label} {form}", (lat[plain], done[plain] / seconds),
+                    (lat[ours], done[ours] / seconds))
     finally:
         await steady.aclose()
         await plain_engine.dispose()
