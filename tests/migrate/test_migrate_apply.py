@@ -164,3 +164,30 @@ def test_preflight_for_concurrent_index(tmp_path, db, orgs_dir, pgsteady_lock_ho
         time.sleep(0.2)
         [blocker] = apply.run_preflight(db, migrations, FAST).blockers
         assert (blocker.session.application_name, blocker.reason) == ("analyst", "old snapshot")
+
+
+@pytest.mark.parametrize(("tool", "files", "table"), [
+    ("pgsteady", {"0001_t.sql": "CREATE TABLE t (id int);\nSELECT 1 / 0;\n"},
+     "pgsteady_migrations"),
+    ("flyway", {"V1__t.sql": "CREATE TABLE t (id int);\nSELECT 1 / 0;\n"},
+     "flyway_schema_history"),
+    ("goose", {"00001_t.sql": "-- +goose Up\nCREATE TABLE t (id int);\nSELECT 1 / 0;\n"},
+     "goose_db_version"),
+])
+def test_a_failed_first_run_leaves_no_history_table_behind(tmp_path, db, tool, files, table):
+    """The history table a first run created goes again when that run applied nothing: the
+    database is left exactly as it was found (found by QA on a real Flyway folder)."""
+    folder = write_migrations(tmp_path / "m", files)
+    before = snapshot(db)
+    with pytest.raises(MigrationError):
+        apply.migrate(db, source.load_dir(folder, tool), FAST)
+    with psycopg.connect(db) as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (f"public.{table}",)).fetchone() == (None,)
+    assert snapshot(db) == before
+
+
+def test_a_failed_later_run_keeps_the_history(tmp_path, db, orgs_dir):
+    write_migrations(orgs_dir, {"0002_bad.sql": "SELECT 1 / 0;\n"})
+    with pytest.raises(MigrationError):
+        apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    assert history(db) == [1]

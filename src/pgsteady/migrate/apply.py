@@ -226,7 +226,8 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
                 raise MigrationBlocked(report.summary())
         with conn.transaction():
             set_setting(conn, "lock_timeout", policy.lock_timeout, local=True)
-            store.ensure(conn)
+            created = store.ensure(conn)
+        fresh = store.raw(conn) if created else None
         store.prepare(conn)
         watcher = BlockerWatch(watch_connect, server_pid(conn)) if watch_connect else None
         with watcher or nullcontext(), _unprepared_after(conn, store):
@@ -261,6 +262,8 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
             except Exception as exc:
                 lost = session_lost(exc, conn)
                 if lost is None:
+                    if fresh is not None and not done:  # leave the database as it was found
+                        store.drop_if_unchanged(conn, fresh)
                     raise
                 raise went_away(lost, todo[position], migrations, store, reconnect) from exc
     if elsewhere is not None:

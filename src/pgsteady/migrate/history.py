@@ -101,8 +101,9 @@ class Store:
         """Applied (or started and unfinished) migrations by tag, as the tool counts them."""
         return self.kept.read_history(self.raw(conn), migrations)
 
-    def ensure(self, conn: psycopg.Connection[Any]) -> None:
-        """Create the table as its tool would, if missing (call inside a transaction)."""
+    def ensure(self, conn: psycopg.Connection[Any]) -> bool:
+        """Create the table as its tool would, if missing (call inside a transaction);
+        whether it was missing."""
         if self.tool == "alembic":
             raise UsageError("pgsteady reads alembic_version but never writes it; run Alembic "
                              "through pgsteady.migrate.run_alembic_migrations instead")
@@ -117,6 +118,24 @@ class Store:
                                {"table": name, "column": "finished"}).fetchone()
             if not (row and row[0]):  # a table from before the column: add it once
                 conn.execute(self._statement("add_finished"))
+        return not existed
+
+    def drop_if_unchanged(self, conn: psycopg.Connection[Any],
+                          rows: list[dict[str, Any]]) -> None:
+        """Drop the table this run created if it still holds only ``rows`` (what it held
+        when created): a first run that applied nothing leaves the database as it found it.
+        Best effort; a failure to drop is logged, never raised over the run's own error."""
+        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return
+        try:
+            with conn.transaction():
+                if self.raw(conn) == rows:
+                    conn.execute(sql.SQL("DROP TABLE {}").format(
+                        sql.Identifier(self.schema, self.table)))
+                    log.info("dropped %s, which this run created and applied nothing to",
+                             self.qualified)
+        except psycopg.Error as exc:
+            log.warning("could not drop %s, which this run created: %s", self.qualified, exc)
 
     def _params(self, migration: Migration, tries: int, seconds: float,
                 finished: bool) -> dict[str, Any]:
