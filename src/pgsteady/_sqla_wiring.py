@@ -9,10 +9,12 @@ runners so that the two steady classes share one copy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -79,6 +81,21 @@ class Wiring:
         finally:
             cursor.close()
         dbapi_connection.commit()
+
+    @contextlib.contextmanager
+    def prefixing(self, raw: Any) -> Iterator[None]:
+        """Behind a transaction pooler, ``raw`` (the psycopg connection under a job's one
+        Core statement) sends the settings in front of each statement while in the block."""
+        prefixed = self.prefixed if isinstance(raw, psycopg.AsyncConnection) \
+            else self.prefixed_sync
+        if prefixed is None:
+            yield
+            return
+        factory, raw.cursor_factory = raw.cursor_factory, prefixed
+        try:
+            yield
+        finally:
+            raw.cursor_factory = factory
 
     def sessions(self, factory: Any) -> None:
         """Behind a transaction pooler, give every later transaction of a job's session the

@@ -285,19 +285,19 @@ class Database:
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)
-        if single and self._direct and (budget is None or budget > 0):
-            with self._lock:
-                slot = self._lend(job)
-            if slot is not None:
-                return self._drive(slot, job)
-        job.waker = threading.Lock()
-        job.waker.acquire()
-        with self._lock:
-            self._core.admit(job)
-            for idle in (self._idle_holding, self._idle_empty):
-                if idle:
-                    idle.pop().wake.set()
-                    break
+        borrow = single and self._direct and (budget is None or budget > 0)
+        with self._lock:  # one look: borrow an idle connection, else queue for a worker
+            slot = self._lend(job) if borrow else None
+            if slot is None:
+                job.waker = threading.Lock()
+                job.waker.acquire()
+                self._core.admit(job)
+                for idle in (self._idle_holding, self._idle_empty):
+                    if idle:
+                        idle.pop().wake.set()
+                        break
+        if slot is not None:
+            return self._drive(slot, job)
         try:
             answered = job.waker.acquire(timeout=-1 if budget is None else budget)
         except BaseException:

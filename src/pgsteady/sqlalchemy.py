@@ -357,18 +357,15 @@ class AsyncSteady:
         if not self._core.begin(job, time.monotonic()):
             return  # dropped: the connection goes back unused
         result, error = None, None
-        factory = raw.cursor_factory
-        if self._wiring.prefixed is not None:
-            raw.cursor_factory = self._wiring.prefixed
         try:
-            job.commit_sent = True  # autocommit: the statement commits itself
-            result = await job.work(conn, job)
+            with self._wiring.prefixing(raw):
+                job.commit_sent = True  # autocommit: the statement commits itself
+                result = await job.work(conn, job)
         except BaseException as exc:  # recorded for the caller
             error = _wrap(exc, job)
             if not isinstance(exc, Exception):
                 raise
         finally:
-            raw.cursor_factory = factory
             self._core.finish(job, result, error)
 
     async def _attempt(self, job: Job, session: AsyncSession) -> None:
@@ -627,18 +624,15 @@ class Steady:
                 if not self._core.begin(job, time.monotonic()):
                     return  # dropped: the connection goes back unused
             result, error = None, None
-            factory = raw.cursor_factory
-            if self._wiring.prefixed_sync is not None:
-                raw.cursor_factory = self._wiring.prefixed_sync
             try:
-                job.commit_sent = True  # autocommit: the statement commits itself
-                result = job.work(conn, job)
+                with self._wiring.prefixing(raw):
+                    job.commit_sent = True  # autocommit: the statement commits itself
+                    result = job.work(conn, job)
             except BaseException as exc:  # recorded for the caller
                 error = _wrap(exc, job)
                 if not isinstance(exc, Exception):
                     raise
             finally:
-                raw.cursor_factory = factory
                 with self._ready:
                     self._core.finish(job, result, error)
 
