@@ -90,10 +90,12 @@ def register(verbs: Any) -> None:
     lint.add_argument("--large-table", type=_rows, metavar="ROWS",
                       help="with --dsn: tables with at least this many rows make size-aware "
                            "findings errors, smaller ones warnings (default 1M; 250k works)")
-    lint.add_argument("--tool", metavar="NAME",
-                      help="how the files are run, which decides transactions, timeouts and the "
-                           f"Up part: {PROFILES}, or auto (default: detected "
-                           "from the folder's layout)")
+    tool = lint.add_argument(
+        "--tool", metavar="NAME",
+        help="how the files are run, which decides transactions, timeouts and the "
+             f"Up part: {PROFILES}, or auto (default: detected from the folder's layout)")
+    # Checked by runners.check_name (a clearer error than argparse's), completed all the same.
+    tool.completions = ("auto", *PROFILES.split(", "))
     _renamed.add_alias(lint, "--runner", "--tool", "tool", metavar="NAME")
     lint.add_argument("--django-settings", metavar="MODULE",
                       help="with --tool django: the project's settings module (default: "
