@@ -178,3 +178,17 @@ def test_help_is_sized_as_argparse_sizes_it(columns, monkeypatch, capsys):
     assert helps[0] == helps[1]
     assert max(len(line) for line in helps[0].splitlines() if not line.startswith(" ")) \
         <= columns - 2
+
+
+@pytest.mark.parametrize("verb", [["watch", "--count", "1"],
+                                  ["exporter", "--listen", "127.0.0.1:0"]])
+@pytest.mark.parametrize("option", ["--dsn", "--pgbouncer"])
+def test_a_dsn_libpq_cannot_parse_is_refused_before_watching(verb, option):
+    """``exporter`` and ``watch`` given a connection string libpq cannot parse (an unclosed
+    quote) exit 2 at once with one line naming the option, never the password; they used to
+    serve (or watch) a source that could never answer."""
+    out = subprocess.run([*PGSTEADY, *verb, option, "host=127.0.0.1 password='s3cr3t"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert option in out.stderr and "s3cr3t" not in out.stderr + out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1
