@@ -97,10 +97,11 @@ def _check_outputs(args: argparse.Namespace, name: str) -> None:
 
 def _with_progress(run: Any, config: Any, total: float, base_dir: str | None) -> Any:
     """``run(config, advance, base_dir=...)`` under a progress bar on stderr (a terminal only)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    err = Console(stderr=True)
+    from pgsteady.cli._console import console
+
+    err = console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("starting the lab", total=total)
@@ -166,12 +167,12 @@ def run_up(args: argparse.Namespace) -> int:
 
 def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
     """Run one scenario as its options say, print its tables and write its files."""
-    from rich.console import Console
+    from pgsteady.cli._console import console
 
     config = scenario.config(**scenario.prepare(_knobs.given(scenario.config, args)))
     _check_outputs(args, scenario.json_name)
     _stop_on_signals()
-    out = Console(width=None if sys.stdout.isatty() else 200)
+    out = console()
     result = _with_progress(scenario.run, config, scenario.seconds(config), args.dir)
     report = scenario.report_module()
     for table in report.tables(result):
