@@ -148,7 +148,7 @@ def test_model_outputs_get_a_phase_map_and_a_validation_table(tmp_path):
     html = build_report([str(pm), str(sv)], tmp_path / "index.html").read_text()
     assert html.count('class="chart heatmap"') == 2
     assert html.count('class="seed-mark"') == 2          # pool 4, 50 ms: the seed's cell
-    assert "At the seed's setting: 75% of runs collapse." in html
+    assert "At the outage's setting: 75% of runs collapse." in html
     assert "phase-map (model)" in html and "sim-validate (model)" in html
     assert "verdicts agree in 100% of cells" in html and "the model passes" in html
     assert "collapses somewhere in 89% of the map" in html

@@ -237,7 +237,7 @@ def render_heatmap(chart: Heatmap, chart_name: str) -> str:
         r, c = chart.mark
         out.append(f'<rect class="seed-mark" x="{left + c * cell_w + 1:.1f}" '
                    f'y="{top + (rows - 1 - r) * cell_h + 1:.1f}" width="{cell_w - 2:.1f}" '
-                   f'height="{cell_h - 2:.1f}"><title>the seed\'s setting</title></rect>')
+                   f'height="{cell_h - 2:.1f}"><title>the outage\'s setting</title></rect>')
     step_x = max(1, math.ceil(cols / 10))
     for c in range(0, cols, step_x):
         out.append(f'<text class="tick" x="{left + (c + 0.5) * cell_w:.1f}" '

@@ -103,7 +103,7 @@ class PoolDrainConfig(ClusterKnobs, PoolDrainKnobs):
     ceiling_duration: float = knob(5.0, "duration", "how long pgbench runs for the ceiling")
     cold_start: bool = knob(False, "flag", "PgBouncer's pool is empty when the load starts "
                             "(min_pool_size 0, no warm-up query) and, unless --burst is given, "
-                            "there is no burst: the seed's cold-start collapse at the steady "
+                            "there is no burst: the outage's cold-start collapse at the steady "
                             "load")
     # Also measure pgbench on each run's own cluster just before it: the machine's speed drifts
     # by a few % over minutes, and a run is then compared with the path it ran on.
