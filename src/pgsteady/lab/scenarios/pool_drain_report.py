@@ -162,19 +162,31 @@ def write_charts(result: PoolDrainResult, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for run in result.runs:
-        fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+        fig, ax = plt.subplots(figsize=(7, 4.4), dpi=110)
         _draw(ax, result, run)
-        ax.legend(loc="upper right", fontsize=7)
-        fig.tight_layout()
+        _legend_below(fig, [ax])
         written.append(charts.save(fig, charts.run_path(out, "pool-drain", run)))
     firsts = [run for run in result.runs if run.run == 1]
-    fig, axes = plt.subplots(1, len(firsts), figsize=(6 * len(firsts), 4), dpi=110,
+    fig, axes = plt.subplots(1, len(firsts), figsize=(6 * len(firsts), 4.4), dpi=110,
                              sharey=True, squeeze=False)
     for ax, run in zip(axes[0], firsts, strict=True):
         _draw(ax, result, run)
-    axes[0][-1].legend(loc="upper right", fontsize=7)
-    fig.tight_layout()
+    _legend_below(fig, list(axes[0]))
     return [charts.save(fig, out / "pool-drain.png"), *written]
+
+
+def _legend_below(fig: Any, axes: list[Any]) -> None:
+    """One legend for the figure, under the charts: inside an axes it covered the bars (the
+    rejected ones reach the top during a burst)."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        entries.update((label, handle) for handle, label in zip(handles, labels, strict=True)
+                       if label not in entries)
+    columns = min(len(entries), 3 * len(axes))  # three entries fit under each chart
+    fig.legend(list(entries.values()), list(entries), loc="lower center", fontsize=7,
+               ncol=columns, frameon=False)
+    fig.tight_layout(rect=(0, 0.03 + 0.05 * -(-len(entries) // columns), 1, 1))
 
 
 def _draw(ax: Any, result: PoolDrainResult, run: RunResult) -> None:
