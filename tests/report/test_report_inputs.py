@@ -163,3 +163,25 @@ def test_a_lone_surrogate_in_a_name_still_makes_a_page(tmp_path):
     done = _report(str(src), "--out", str(tmp_path / "index.html"))
     assert done.returncode == 0, done.stderr
     assert "x? (lab)" in (tmp_path / "index.html").read_text(encoding="utf-8")
+
+
+def test_overlapping_bands_each_stay_in_view(tmp_path):
+    """The long log query's band and the migration's (which starts while the query runs and
+    lasts to the end) are both visible where they overlap: each kind has its own lane, where
+    the migration's used to be drawn over the query's whole height."""
+    import re
+
+    html = build_report([str(write(tmp_path / "lq.json", lock_queue()))],
+                        tmp_path / "index.html").read_text()
+    chart = html[html.index('<svg class="chart"'):]
+    chart = chart[:chart.index("</svg>")]
+
+    def spans(kind: str) -> list[tuple[float, float, float, float]]:
+        found = re.findall(rf'<rect class="{kind}" x="([\d.]+)" y="([\d.]+)" '
+                           r'width="([\d.]+)" height="([\d.]+)"', chart)
+        return [(float(x), float(y), float(x) + float(w), float(y) + float(h))
+                for x, y, w, h in found]
+
+    (query,), (migration,) = spans("band"), spans("band2")
+    assert query[0] < migration[2] and migration[0] < query[2]  # they overlap in time
+    assert query[3] <= migration[1] or migration[3] <= query[1]  # but not on the page

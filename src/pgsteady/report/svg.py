@@ -134,9 +134,15 @@ def render_time_chart(chart: TimeChart, chart_name: str) -> str:
            '<defs><pattern id="hatch-' + chart_id + '" width="6" height="6" '
            'patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
            '<line x1="0" y1="0" x2="0" y2="6" class="hatch"/></pattern></defs>']
+    # Each kind of band in a lane of its own: drawn over one another, the later one (the
+    # migration's wait) hid the earlier (the long log query it waits behind).
+    lanes = list(dict.fromkeys(band.kind for band in chart.bands))
+    lane_h = plot_h / max(len(lanes), 1)
     for band in chart.bands:
-        out.append(f'<rect class="{css_class(band.kind)}" x="{x(band.start):.1f}" y="{TOP}" '
-                   f'width="{max(x(band.end) - x(band.start), 1):.1f}" height="{plot_h}">'
+        lane_y = TOP + lanes.index(band.kind) * lane_h
+        out.append(f'<rect class="{css_class(band.kind)}" x="{x(band.start):.1f}" '
+                   f'y="{lane_y:.1f}" width="{max(x(band.end) - x(band.start), 1):.1f}" '
+                   f'height="{lane_h:.1f}">'
                    f'<title>{escape(band.label)}: {_fmt(band.start)}{DASH}{_fmt(band.end)} s'
                    '</title></rect>')
     for tick in ticks:
