@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -109,7 +111,29 @@ def _with_progress(run: Any, config: Any, total: float, base_dir: str | None) ->
         def advance(label: str, seconds: float) -> None:
             progress.update(task, description=label, advance=seconds)
 
-        return run(config, advance, base_dir=base_dir)
+        with _logs_above_the_bar():
+            return run(config, advance, base_dir=base_dir)
+
+
+@contextlib.contextmanager
+def _logs_above_the_bar() -> Iterator[None]:
+    """Log lines go through the progress bar's own stderr while it is shown, which prints
+    them above the bar; the handler ``-v`` set up kept the real stderr and wrote its lines
+    onto the bar's line ("... 0:00:23pgsteady.lab: lab cluster up")."""
+    logging = sys.modules.get("logging")
+    redirected = sys.stderr  # rich's proxy while the bar is live on a terminal
+    if logging is None or redirected is sys.__stderr__:
+        yield
+        return
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.StreamHandler) and h.stream is sys.__stderr__]
+    for handler in handlers:
+        handler.setStream(redirected)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.setStream(sys.__stderr__)
 
 
 def write_outputs(report: Any, result: Any, args: argparse.Namespace, name: str) -> None:

@@ -362,6 +362,7 @@ class _Sampler(threading.Thread):
         self.cluster, self.server, self.t0, self.until = cluster, server, t0, until
         self.pools: list[tuple[float, dict[str, Any]]] = []
         self.sequence: list[tuple[float, int]] = []
+        self.stopping = threading.Event()  # the run ended early: stop before the servers do
 
     def run(self) -> None:
         try:
@@ -377,9 +378,8 @@ class _Sampler(threading.Thread):
             tick = 0
             while True:
                 at = self.t0 + tick * SAMPLE_EVERY
-                if at > self.until:
+                if at > self.until or self.stopping.wait(max(0.0, at - time.monotonic())):
                     return
-                time.sleep(max(0.0, at - time.monotonic()))
                 row = db.execute("SELECT last_value FROM done").fetchone()
                 self.sequence.append((time.monotonic() - self.t0, row[0] if row else 0))
                 show.execute("SHOW POOLS")
@@ -411,6 +411,10 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         try:
             series = asyncio.run(_drive(strategy, target, t0, config=config, cluster=cluster,
                                         report=report, label=label))
+        except BaseException:  # Ctrl-C: the sampler stops before the servers it reads do
+            sampler.stopping.set()
+            sampler.join(5)
+            raise
         finally:
             gc.unfreeze()
         sampler.join(config.duration + 30)
