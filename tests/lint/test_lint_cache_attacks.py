@@ -291,3 +291,13 @@ def test_a_file_edited_during_a_run_is_never_replayed_stale(project, monkeypatch
     assert "require-concurrent-index-creation" in capsys.readouterr().out
     assert _main._run(argv) == 1  # and the new verdict is what is kept
     assert "require-concurrent-index-creation" in capsys.readouterr().out
+
+
+def test_a_cache_dir_with_missing_parents_is_made_and_used(project, capsys, monkeypatch):
+    """``--cache-dir`` naming a folder whose parents do not exist yet: they are made (the
+    user chose them) and the second run is served from the cache."""
+    first = lint(capsys, "--cache-dir", "build/cache/lint", "migrations")
+    assert list((project / "build" / "cache" / "lint").glob("*.json"))
+    linted = count_linted(monkeypatch)
+    assert lint(capsys, "--cache-dir", "build/cache/lint", "migrations") == first
+    assert linted == []

@@ -78,7 +78,12 @@ class Folder:
         self.secret = secret
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:  # a Cache left open by its caller: no descriptor leaks
+        self.close()
 
     def __enter__(self) -> Folder:
         return self
@@ -193,19 +198,21 @@ def _read_at_most(fd: int, limit: int) -> bytes | None:
             return None
 
 
-def secret_folder() -> str:
+def secret_folder() -> str | None:
     """``$XDG_CACHE_HOME/pgsteady`` (an absolute XDG_CACHE_HOME only, as the spec says), else
-    ``~/.cache/pgsteady``."""
+    ``~/.cache/pgsteady``; None without a home folder (never a folder relative to here)."""
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):
         base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "pgsteady")
+    return os.path.join(base, "pgsteady") if os.path.isabs(base) else None
 
 
 def secret(create: bool) -> bytes | None:
     """This user's cache secret, made on first use (``create``) as a 0600 file created
     exclusively; None if it cannot be read safely (then nothing is cached)."""
     where = secret_folder()
+    if where is None:
+        return None
     known = _SECRETS.get(where)
     if known is not None:
         return known
@@ -293,6 +300,8 @@ def open_folder(path: str, create: bool) -> Folder | None:
     parts = [parent_name, name] if parent_name == FOLDER else [name]
     base = above if parent_name == FOLDER else parent
     try:
+        if create:  # the folders above are the user's choice (--cache-dir a/b/c)
+            os.makedirs(base, exist_ok=True)
         fd: int | None = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return None
