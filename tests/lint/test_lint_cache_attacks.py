@@ -301,3 +301,14 @@ def test_a_cache_dir_with_missing_parents_is_made_and_used(project, capsys, monk
     linted = count_linted(monkeypatch)
     assert lint(capsys, "--cache-dir", "build/cache/lint", "migrations") == first
     assert linted == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder away needs root")
+def test_a_folder_owned_by_someone_else_is_not_used(project, capsys, monkeypatch):
+    """A cache folder another user owns (a shared checkout) is neither read nor written."""
+    first = lint(capsys, "migrations")
+    folder = project / ".pgsteady_cache"
+    os.chown(folder, 54321, 54321)
+    linted = count_linted(monkeypatch)
+    assert lint(capsys, "migrations") == first
+    assert linted == ["0001_users.sql", "0002_index.sql"]
