@@ -64,7 +64,11 @@ def _open_part(parent: int | None, name: str, create: bool, mode: int = 0o755) -
             fd = os.open(name, _DIRECTORY, dir_fd=parent)
     except OSError:  # a link (ELOOP), not a folder (ENOTDIR), no permission
         return None
-    if not _trusted(os.fstat(fd)):
+    try:
+        trusted = _trusted(os.fstat(fd))
+    except OSError:
+        trusted = False
+    if not trusted:
         os.close(fd)
         return None
     return fd
@@ -323,5 +327,8 @@ def _write_gitignore(folder: int) -> None:
         fd = os.open(".gitignore", _CREATE, 0o644, dir_fd=folder)
     except OSError:  # there already (a file, or a link we will not follow)
         return
-    with os.fdopen(fd, "w") as handle:
-        handle.write("# Automatically created by pgsteady lint.\n*\n")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write("# Automatically created by pgsteady lint.\n*\n")
+    except OSError:  # a full disk: the cache is not worth an error
+        return
