@@ -70,7 +70,8 @@ def file_stamps(paths: Sequence[str], newest: list[int] | None = None) -> str | 
                     info = os.stat(os.path.join(root, file))
                     parts.append(f"{root}/{file}:{info.st_size}:{info.st_mtime_ns}:"
                                  f"{info.st_ctime_ns}:{info.st_ino};")
-                    latest = max(latest, _settled(info.st_mtime_ns))
+                    if newest is not None:  # only when recording: the warm path skips it
+                        latest = max(latest, _settled(info.st_mtime_ns))
         else:
             parts.append(f"{top.st_size}:{top.st_ctime_ns}:{top.st_ino}")
             parent = os.path.dirname(os.path.abspath(name))
