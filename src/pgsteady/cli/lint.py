@@ -222,6 +222,7 @@ def run_lint(args: argparse.Namespace) -> int:
     quick_key = None
     read = [*paths, *filter(None, [args.history])]
     if store is not None:
+        quick.stamp(read, config.source)  # before any file is read: an edit is a change
         quick_key = cache.stat_key(config, (args.tool, args.history), read)
         hit = store.quick(quick_key) if quick_key else None
         if hit is not None:  # nothing touched since the last run: no file read
@@ -229,7 +230,8 @@ def run_lint(args: argparse.Namespace) -> int:
             runner, reason = hit.runner, hit.reason
         else:
             report, runner, reason = _run(args, config, paths, store)
-            if quick_key and not report.syntax_errors:
+            if (quick_key and not report.syntax_errors
+                    and cache.stat_key(config, (args.tool, args.history), read) == quick_key):
                 store.store(quick_key, cache.Quick(report.files, runner, reason,
                                                    report.skipped))
     else:
