@@ -160,12 +160,12 @@ def test_bad_options_are_one_line_exit_2(capsys, tmp_path):
     unknown.write_text("lock_queue_lenght = 5\n")
     negative = tmp_path / "negative.toml"
     negative.write_text('lock_queue_length_for = "-5s"\n')
-    cases = [["watch", "--dsn", "x", "--config", str(unknown)],
-             ["watch", "--dsn", "x", "--config", str(negative)],
-             ["exporter", "--dsn", "x", "--listen", "localhost"],
-             ["exporter", "--dsn", "x", "--scrape-timeout", "0"],
-             ["watch", "--dsn", "x", "--interval", "0s"],
-             ["watch", "--dsn", "x", "--interval", "-1s"],
+    cases = [["watch", "--dsn", "dbname=x", "--config", str(unknown)],
+             ["watch", "--dsn", "dbname=x", "--config", str(negative)],
+             ["exporter", "--dsn", "dbname=x", "--listen", "localhost"],
+             ["exporter", "--dsn", "dbname=x", "--scrape-timeout", "0"],
+             ["watch", "--dsn", "dbname=x", "--interval", "0s"],
+             ["watch", "--dsn", "dbname=x", "--interval", "-1s"],
              ["watch", "--pgbouncer-log", str(tmp_path)]]
     for argv in cases:
         try:
@@ -237,7 +237,7 @@ def test_a_taken_port_is_one_line_exit_1(capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        code = main(["exporter", "--dsn", "x", "--listen", f"127.0.0.1:{port}"])
+        code = main(["exporter", "--dsn", "dbname=x", "--listen", f"127.0.0.1:{port}"])
     err = capsys.readouterr().err
     assert code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in err and len(err.strip().splitlines()) == 1
