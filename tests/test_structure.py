@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "pgsteady"
@@ -153,3 +154,59 @@ def test_arrows_point_down():
     outside = {(a, b) for a, targets in _graph().items() if not a.startswith("pgsteady.cli")
                and a != "pgsteady._main" for b in targets if b.startswith("pgsteady.cli")}
     assert outside <= KNOWN_UPWARD
+
+
+MAJORS = "pgsteady._majors"
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_POSTGRES_VERSION = re.compile(r"pg_version|major|server_version|version_num")
+
+
+def _bare_version_comparisons(tree: ast.AST) -> list[str]:
+    """Comparisons that gate on a PostgreSQL version by hand: an ordering (``<``, ``>=``)
+    whose side names a PostgreSQL version or a major (a migration's version is not one), a ``server_version_num``-form literal
+    (``140000``), or a ``// 10000`` conversion."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, _ORDERING) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            text = " ".join(ast.unparse(side) for side in sides).lower()
+            literal = any(isinstance(s, ast.Constant) and type(s.value) is int
+                          and 90000 <= s.value < 1000000 and s.value % 10000 == 0
+                          for s in sides)
+            if _POSTGRES_VERSION.search(text) or literal:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and \
+                isinstance(node.right, ast.Constant) and node.right.value == 10000:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_version_gates_ask_the_majors_module():
+    """Every PostgreSQL version gate asks pgsteady._majors (``supports(major, FEATURE)``);
+    no module compares versions or majors itself, in either number form."""
+    bare = {name: found for name, path in _modules().items() if name != MAJORS
+            and (found := _bare_version_comparisons(ast.parse(path.read_text("utf-8"))))}
+    assert bare == {}
+
+
+def test_the_version_gate_finder_finds_bare_gates():
+    """The check above can fail: each hand-made gate is found, a call to supports() is not."""
+    for source in ("ok = major >= 14", "ok = snap.version_num >= 140000", "ok = n < 140000",
+                   "m = server_version_num // 10000", "ok = 12 <= ctx.pg_version"):
+        assert _bare_version_comparisons(ast.parse(source)), source
+    assert not _bare_version_comparisons(ast.parse(
+        "ok = _majors.supports(major, _majors.REINDEX_CONCURRENTLY) and n < 14"))
+
+
+def test_the_majors_module_is_free_to_import():
+    """pgsteady._majors imports nothing of pgsteady's (lint, sql, lab and inspect all read
+    it at start-up), and the install script pins exactly the majors it names."""
+    from pgsteady import _majors
+
+    assert _graph()[MAJORS] == set()
+    script = (PACKAGE.parents[1] / "scripts" / "postgres-versions.sh").read_text("utf-8")
+    pinned = {int(m) for m in re.findall(r"^\s+\[(\d+)\]=", script, re.MULTILINE)}
+    assert pinned == set(_majors.PAST_END_OF_LIFE + _majors.SUPPORTED)
+    default = re.search(r"majors=\(([\d ]+)\)", script)
+    assert default is not None
+    assert {int(m) for m in default[1].split()} == pinned

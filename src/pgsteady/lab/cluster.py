@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from pgsteady import _majors
 from pgsteady.errors import LabError
 from pgsteady.inspect.pgbouncer import LogReader, admin
 from pgsteady.lab import _auth, _process
@@ -127,7 +128,8 @@ class Postgres:
                  "--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8",
                  "--locale=C", "--no-sync",
                  # 13's initdb has no --no-instructions (the hint it prints goes nowhere)
-                 *(["--no-instructions"] if self.major >= 14 else [])],
+                 *(["--no-instructions"]
+                   if _majors.supports(self.major, _majors.INITDB_NO_INSTRUCTIONS) else [])],
                 capture_output=True, text=True, cwd=self.workdir, check=False,
                 user=self.who.uid, group=self.who.gid,
                 extra_groups=[] if self.who.uid is not None else None,
@@ -139,7 +141,7 @@ class Postgres:
             last = [ln for ln in lines if not ln.startswith("Try ")][-1:] or ["no output"]
             raise LabError(f"initdb failed (exit {out.returncode}): {last[0]}; "
                            f"check that {self.workdir} is writable by the server's OS user")
-        if self.major < 14:
+        if not _majors.supports(self.major, _majors.INITDB_PWFILE_SCRAM):
             self._store_secret_single_user()
         (self.data_dir / "pg_hba.conf").write_text(
             "# pgsteady lab: its owner only (SCRAM, password in the owner's passfile)\n"
@@ -242,7 +244,7 @@ class Postgres:
 
     def drop_database(self, name: str) -> None:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            if self.major < 13:  # no WITH (FORCE) yet: end its sessions first
+            if not _majors.supports(self.major, _majors.DROP_DATABASE_FORCE):  # end its sessions
                 conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                              " WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+from pgsteady import _majors
 from pgsteady._record import Record
 from pgsteady.lint.schema import Key, Schema
 
@@ -22,9 +23,8 @@ if TYPE_CHECKING:
 else:
     Node = dict
 
-#: The PostgreSQL major version rules assume when nothing says otherwise (the oldest one
-#: still supported upstream in 2026).
-DEFAULT_PG_VERSION = 14
+#: The PostgreSQL major version rules assume when nothing says otherwise.
+DEFAULT_PG_VERSION = _majors.LINT_DEFAULT
 
 
 class Hit(Record):
@@ -130,14 +130,16 @@ class Rule:
     Compared by identity: there is one record per rule, and the engine looks rules up often.
     """
 
-    __slots__ = ("check", "default_enabled", "doc", "finish", "help", "id", "message",
-                 "min_pg_version", "module", "severity", "size_aware", "statements")
+    __slots__ = ("check", "default_enabled", "doc", "feature", "finish", "help", "help_before",
+                 "id", "message", "min_pg_version", "module", "severity", "size_aware",
+                 "statements")
 
     def __init__(self, *, id: str, message: str, help: str,
                  min_pg_version: int | None, doc: str, statements: tuple[str, ...],
                  check: Check, finish: Finish | None, size_aware: bool,
                  default_enabled: bool, module: str,
-                 severity: Literal["error", "warning"] = "error") -> None:
+                 severity: Literal["error", "warning"] = "error",
+                 feature: int | None = None, help_before: str = "") -> None:
         self.id: Final = id
         self.message: Final = message
         self.help: Final = help
@@ -150,6 +152,16 @@ class Rule:
         self.default_enabled: Final = default_enabled
         self.module: Final = module
         self.severity: Final = severity
+        # The first major of the feature ``help`` relies on; before it, ``help_before`` is
+        # the fix (the lock is the same: a version gate changes the advice, never the verdict).
+        self.feature: Final = feature
+        self.help_before: Final = help_before
+
+    def help_for(self, major: int) -> str:
+        """What to do instead, on PostgreSQL ``major``."""
+        if self.feature is None or _majors.supports(major, self.feature):
+            return self.help
+        return self.help_before
 
     def __repr__(self) -> str:
         return f"Rule(id={self.id!r})"

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from pgsteady import _majors
 from pgsteady._extras import needs
 from pgsteady.errors import LabError
 from pgsteady.lab import _process
@@ -47,7 +48,7 @@ from pgsteady.lab.redis_server import RedisServer
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
 TEST_PGBOUNCER_SETTINGS = {"server_login_retry": 1}
 
-SUPPORTED_PG_VERSIONS = (13, 14, 15, 16, 17, 18)
+SUPPORTED_PG_VERSIONS = _majors.SUPPORTED
 """The majors users run: where a ``pg_versions`` test without arguments runs."""
 
 

@@ -5,7 +5,10 @@ with the safe SQL), ``MIN_PG_VERSION`` (None when it matters on every version), 
 (the problem and the safe alternative), ``STATEMENTS`` (the statement node types it looks at;
 ``"AlterTableStmt.AT_AddColumn"`` narrows an ALTER TABLE to the subcommands it cares about, so
 the rule is not even called for the others) and ``check(kind, stmt, ctx)`` yielding
-:class:`~pgsteady.lint.base.Hit`. Optional:
+:class:`~pgsteady.lint.base.Hit`. ``MIN_PG_VERSION`` is the major the statement itself needs
+(before it there is nothing to say); a rule whose *fix* needs a newer major sets ``FEATURE``
+(that major, from :mod:`pgsteady._majors`) and ``HELP_BEFORE`` (the fix before it): it still
+speaks there, since a version gate changes the advice and never hides a lock. Optional:
 ``finish(ctx)`` for end-of-file checks, ``SIZE_AWARE = True`` when the cost grows with the
 table, ``DEFAULT_ENABLED = False`` for opt-in rules, ``SEVERITY = "warning"`` for notes that
 should not fail a build.
@@ -50,6 +53,9 @@ def from_module(module: ModuleType) -> Rule:
         missing.append("docstring")
     if missing:
         raise IncompleteRule(f"{module.__name__} lacks {', '.join(missing)}")
+    feature = getattr(module, "FEATURE", None)
+    if feature is not None and not getattr(module, "HELP_BEFORE", ""):
+        raise IncompleteRule(f"{module.__name__} has FEATURE but lacks HELP_BEFORE")
     return Rule(
         id=module.ID, message=module.MESSAGE, help=module.HELP,
         min_pg_version=module.MIN_PG_VERSION, doc=module.__doc__ or "",
@@ -59,6 +65,7 @@ def from_module(module: ModuleType) -> Rule:
         default_enabled=bool(getattr(module, "DEFAULT_ENABLED", True)),
         module=module.__name__,
         severity="warning" if getattr(module, "SEVERITY", "error") == "warning" else "error",
+        feature=feature, help_before=getattr(module, "HELP_BEFORE", ""),
     )
 
 
