@@ -25,6 +25,7 @@ from pgsteady._debuglog import debug
 from pgsteady.lint import parse
 from pgsteady.lint.base import Context, Hit, Node, Rule
 from pgsteady.lint.config import LintConfig, check_rule_ids
+from pgsteady.lint.deep import deep_call
 from pgsteady.lint.files import Unit, collect_files, read_sql
 from pgsteady.lint.report import (
     FileReport,
