@@ -210,3 +210,11 @@ def test_the_majors_module_is_free_to_import():
     default = re.search(r"majors=\(([\d ]+)\)", script)
     assert default is not None
     assert {int(m) for m in default[1].split()} == pinned
+
+
+def test_lint_rules_are_handed_their_alter_table_subcommands():
+    """A rule about ALTER TABLE subcommands declares COMMANDS and is handed each one; only a
+    rule that also looks at other statements walks an ALTER TABLE's subcommands itself."""
+    walking = {path.stem for path in (PACKAGE / "lint" / "rules").glob("*.py")
+               if "alter_commands(" in path.read_text("utf-8")}
+    assert walking <= {"concurrently_in_transaction"}

@@ -59,7 +59,7 @@ class Context:
                  "implicit_transaction", "in_do_block",
                  "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
-                 "pg_version", "proven_not_null", "reported", "schema", "source",
+                 "pg_version", "proven_not_null", "relation", "reported", "schema", "source",
                  "statement_timeout_set", "transaction_depth", "validated_elsewhere")
 
     def __init__(self, pg_version: int = DEFAULT_PG_VERSION, *,
@@ -106,6 +106,8 @@ class Context:
         self.source = source
         # Once-per-file rules remember here that they have spoken.
         self.reported: set[str] = set()
+        # The table of the ALTER TABLE whose subcommands a command rule is being handed.
+        self.relation: Node = {}
 
     @property
     def in_transaction(self) -> bool:
@@ -122,6 +124,24 @@ class Context:
 
 Check = Callable[[str, Node, Context], Iterable[Hit]]
 Finish = Callable[[Context], Iterable[Hit]]
+
+
+def per_command(check: Check, commands: tuple[str, ...], *, new_tables: bool) -> Check:
+    """A statement check from a command rule's ``check(subtype, cmd, ctx)``: called once for
+    each ALTER TABLE subcommand of a kind in ``commands``, with ``ctx.relation`` the table,
+    and (unless ``new_tables``) only when the table existed before this change."""
+    wanted = frozenset(commands)
+
+    def check_statement(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
+        relation = stmt.get("relation") or {}
+        if not new_tables and ctx.is_new_table(relation):
+            return
+        for subtype, cmd in alter_commands(stmt):
+            if subtype in wanted:
+                ctx.relation = relation
+                yield from check(subtype, cmd, ctx)
+
+    return check_statement
 
 
 class Rule:

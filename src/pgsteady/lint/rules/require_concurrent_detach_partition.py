@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pgsteady import _majors
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+from pgsteady.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "require-concurrent-detach-partition"
 MESSAGE = "DETACH PARTITION without CONCURRENTLY locks the whole partitioned table"
@@ -25,17 +25,13 @@ HELP_BEFORE = ("This major has no DETACH PARTITION CONCURRENTLY (PostgreSQL 14 a
                "(SET lock_timeout = '2s';), or upgrade to 14+")
 MIN_PG_VERSION = None
 FEATURE = _majors.DETACH_PARTITION_CONCURRENTLY
-STATEMENTS = ("AlterTableStmt.AT_DetachPartition",)
+COMMANDS = ("AT_DetachPartition",)
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
-    for subtype, cmd in alter_commands(stmt):
-        partition = (cmd.get("def") or {}).get("PartitionCmd", {})
-        if subtype == "AT_DetachPartition" and not partition.get("concurrent"):
-            child = qualified(partition.get("name") or {"relname": "?"})
-            yield Hit(f"{child} from {qualified(relation)}", table=table_ref(relation),
-                      command=cmd)
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    partition = (cmd.get("def") or {}).get("PartitionCmd", {})
+    if not partition.get("concurrent"):
+        child = qualified(partition.get("name") or {"relname": "?"})
+        yield Hit(f"{child} from {qualified(ctx.relation)}", table=table_ref(ctx.relation),
+                  command=cmd)

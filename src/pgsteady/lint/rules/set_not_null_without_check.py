@@ -22,7 +22,6 @@ from pgsteady.lint.base import (
     Context,
     Hit,
     Node,
-    alter_commands,
     qualified,
     table_ref,
 )
@@ -39,23 +38,19 @@ HELP_BEFORE = ("This major scans even with a validated CHECK (PostgreSQL 12 skip
                "prove it with a validated CHECK (col IS NOT NULL) first")
 MIN_PG_VERSION = None
 FEATURE = _majors.NOT_NULL_FROM_CHECK
-STATEMENTS = ("AlterTableStmt.AT_SetNotNull",)
+COMMANDS = ("AT_SetNotNull",)
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    relation = ctx.relation
     table = ctx.key(relation)
     # Before 12 a validated CHECK proves nothing to SET NOT NULL: it scans all the same.
     proves = _majors.supports(ctx.pg_version, FEATURE)
     if proves and table in ctx.validated_elsewhere:
         return  # the CHECK was added by an earlier migration and validated just now
     known = ctx.schema.table(relation)
-    already = known.not_null if known is not None else set()
-    for subtype, cmd in alter_commands(stmt):
-        column = str(cmd.get("name", ""))
-        if subtype == "AT_SetNotNull" and column not in already \
-                and not (proves and (table, column.lower()) in ctx.proven_not_null):
-            yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation), command=cmd)
+    column = str(cmd.get("name", ""))
+    if (known is None or column not in known.not_null) \
+            and not (proves and (table, column.lower()) in ctx.proven_not_null):
+        yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation), command=cmd)
