@@ -1,5 +1,5 @@
 """The tree is the architecture: no import circle among pgsteady's modules, no module over
-700 lines, and the arrows DESIGN.md draws (lint and migrate never import each other; guards
+600 lines, and the arrows DESIGN.md draws (lint and migrate never import each other; guards
 know no runner; nothing imports the command line)."""
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "pgsteady"
-MAX_LINES = 700
+MAX_LINES = 600
+# Known and owned elsewhere this round: the lock oracle's analysis is being split by the
+# preflight work, sqlalchemy.py becomes a face + async source + generated sync module.
+KNOWN_LONG = {"pgsteady.sql.analysis", "pgsteady.sqlalchemy"}
 # Known and owned elsewhere: sim parses durations with the command line's parser (another
 # change moves that parser to settings).
 KNOWN_UPWARD = {("pgsteady.sim.phase_map", "pgsteady.cli._args")}
@@ -137,11 +140,12 @@ def test_the_circle_finder_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
-def test_no_module_over_700_lines():
-    """A module over ~600 lines is asking to be split; none may pass 700."""
+def test_no_module_over_600_lines():
+    """A module over 600 lines is asking to be split: none passes it (two known, owned by
+    work under way)."""
     long = {name: n for name, path in _modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert long == {}
+    assert set(long) <= KNOWN_LONG, long
 
 
 def _imports_of(prefix: str) -> set[tuple[str, str]]:

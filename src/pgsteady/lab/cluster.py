@@ -185,29 +185,18 @@ class Postgres:
     def start(self) -> Self:
         if not self.data_dir.exists():
             self.initdb()
-        if self._fixed_port:
-            _process.check_port_free(self._fixed_port, "PostgreSQL")
-        picked = not self._fixed_port and not self.port
-        for attempt in range(_process.PORT_TRIES):
-            if picked:
-                self.port = _process.free_port()
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            self.port = port
             self._write_settings()
-            since = _process.log_size(self.log_path)
             self._proc = _process.spawn(
                 [str(self.binaries.postgres), "-D", str(self.data_dir)],
                 log_path=self.log_path, who=self.who, death_signal=signal.SIGQUIT,
                 cwd=self.workdir)
-            try:
-                _process.wait_until(self._accepts, proc=self._proc, timeout=60,
-                                    what="PostgreSQL", log_path=self.log_path)
-            except LabError:
-                if not (picked and attempt + 1 < _process.PORT_TRIES
-                        and _process.lost_port_race(self._proc, self.log_path, since)):
-                    raise
-                log.info("port %d was taken before PostgreSQL bound it; trying another",
-                         self.port)
-            else:
-                break
+            return self._proc
+
+        _process.start_listening("PostgreSQL", launch, self._accepts, log_path=self.log_path,
+                                 timeout=60, fixed=self._fixed_port, port=self.port)
         return self
 
     def _accepts(self) -> bool:
@@ -345,29 +334,19 @@ class PgBouncer:
             _auth.write_passfile(self.passfile, SUPERUSER, self.password)
 
     def start(self) -> Self:
-        if self._fixed_port:
-            _process.check_port_free(self._fixed_port, "PgBouncer")
-        picked = not self._fixed_port and not self.port
         env = {**os.environ, "TZ": "UTC"}  # log timestamps the log reader can place exactly
-        for attempt in range(_process.PORT_TRIES):
-            if picked:
-                self.port = _process.free_port()
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            self.port = port
             self._write_config()
-            since = _process.log_size(self._stderr_path)
             self._proc = _process.spawn(
                 [str(self.binaries.pgbouncer), str(self.ini_path)], log_path=self._stderr_path,
                 who=self.who, death_signal=signal.SIGTERM, cwd=self.workdir, env=env)
-            try:
-                _process.wait_until(self._accepts, proc=self._proc, timeout=30,
-                                    what="PgBouncer", log_path=self._stderr_path)
-            except LabError:
-                if not (picked and attempt + 1 < _process.PORT_TRIES
-                        and _process.lost_port_race(self._proc, self._stderr_path, since)):
-                    raise
-                log.info("port %d was taken before PgBouncer bound it; trying another",
-                         self.port)
-            else:
-                break
+            return self._proc
+
+        _process.start_listening("PgBouncer", launch, self._accepts,
+                                 log_path=self._stderr_path, timeout=30,
+                                 fixed=self._fixed_port, port=self.port)
         return self
 
     def _accepts(self) -> bool:
