@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
 from pathlib import Path
 
@@ -233,3 +234,18 @@ def test_lint_rules_are_handed_their_alter_table_subcommands():
     walking = {path.stem for path in (PACKAGE / "lint" / "rules").glob("*.py")
                if "alter_commands(" in path.read_text("utf-8")}
     assert walking <= {"concurrently_in_transaction"}
+
+
+def test_a_lab_scenario_is_its_modules_and_one_registry_line():
+    """Every registered scenario's module declares that name and has its HTML section
+    beside it; the report finds sections through the registry alone (it imports nothing
+    else of the lab)."""
+    from pgsteady.lab.scenarios import registry
+
+    for name, module in registry.MODULES.items():
+        assert f"{module}_html" in _modules(), f"{name}: no {module}_html beside it"
+        assert importlib.import_module(module).SCENARIO.name == name
+        assert registry.html_section(name) is not None
+    lab = {(a, b) for a, b in _imports_of("pgsteady.report") if b.startswith("pgsteady.lab")}
+    assert lab <= {("pgsteady.report.page", "pgsteady.lab.scenarios.registry")}
+    assert _graph()["pgsteady.lab.scenarios.registry"] == set()
