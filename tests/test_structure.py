@@ -1,6 +1,8 @@
-"""The tree is the architecture: no import circle among pgsteady's modules, no module over
-600 lines, and the arrows DESIGN.md draws (lint and migrate never import each other; guards
-know no runner; nothing imports the command line)."""
+"""The tree is the architecture: no import circle among pgsteady's modules (not even for the
+type checker), no module over 600 lines, the arrows DESIGN.md draws (lint and migrate never
+import each other; guards know no runner; nothing imports the command line), PostgreSQL
+version gates only in ``_majors``, lint rules handed their ALTER TABLE subcommands, a lab
+scenario as its modules and one registry line, and no dead names."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import ast
 import functools
 import importlib
 import re
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "pgsteady"
@@ -249,3 +253,44 @@ def test_a_lab_scenario_is_its_modules_and_one_registry_line():
     lab = {(a, b) for a, b in _imports_of("pgsteady.report") if b.startswith("pgsteady.lab")}
     assert lab <= {("pgsteady.report.page", "pgsteady.lab.scenarios.registry")}
     assert _graph()["pgsteady.lab.scenarios.registry"] == set()
+
+
+# Names nothing mentions by name but something calls: a decorator registers it (atexit),
+# a framework finds it (Django's AppConfig, pytest's hooks).
+CALLED_BY_NAME = {"pgsteady.lab.cluster._stop_leftovers", "pgsteady.django.apps.PgsteadyConfig",
+                  "pgsteady.testing.plugin.pytest_configure",
+                  "pgsteady.testing.plugin.pytest_report_header",
+                  "pgsteady.testing.plugin.pytest_generate_tests"}
+# Known dead and owned by work under way this round (the lead removes these lines with it).
+KNOWN_DEAD = {"pgsteady.sql.analysis._DROP_RELATIONS",
+              "pgsteady.migrate.queries.RESOLVE_RELATION",
+              "pgsteady.migrate.queries.RESOLVE_RELATIONS",
+              "pgsteady.migrate.queries.create_history",
+              "pgsteady.migrate.queries.applied_versions",
+              "pgsteady.migrate.queries.insert_history"}
+
+
+def _top_level_names(tree: ast.Module) -> Iterator[str]:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                yield from (e.id for e in elements if isinstance(e, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id
+
+
+def test_no_dead_names():
+    """Every module-level function, class and constant is mentioned somewhere besides its
+    definition (code, tests, benches, scripts, examples or docs): nothing is left dead."""
+    root = PACKAGE.parents[1]
+    texts = [p.read_text("utf-8") for folder in ("src", "tests", "bench", "scripts", "examples")
+             for p in (root / folder).rglob("*.py")]
+    texts += [p.read_text("utf-8") for p in [*(root / "docs").rglob("*.md"), root / "README.md"]]
+    words = Counter(w for text in texts for w in re.findall(r"[A-Za-z_]\w*", text))
+    dead = {f"{module}.{name}" for module, path in _modules().items()
+            for name in _top_level_names(ast.parse(path.read_text("utf-8")))
+            if not name.startswith("__") and words[name] <= 1}
+    assert dead <= CALLED_BY_NAME | KNOWN_DEAD, sorted(dead - CALLED_BY_NAME - KNOWN_DEAD)

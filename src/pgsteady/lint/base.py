@@ -212,20 +212,6 @@ def type_name(type_node: Node | None) -> str:
     return found
 
 
-def type_mods(type_node: Node) -> list[int] | None:
-    """Integer type modifiers (``varchar(20)`` -> ``[20]``); None if absent or not integers."""
-    mods = type_node.get("typmods")
-    if not mods:
-        return None
-    out = []
-    for mod in mods:
-        const = mod.get("A_Const")
-        if const is None or "ival" not in const:
-            return None
-        out.append(int(const["ival"].get("ival", 0)))
-    return out
-
-
 def qualified(relation: Node) -> str:
     """A RangeVar as written: ``schema.name`` or ``name``."""
     schema = relation.get("schemaname")
