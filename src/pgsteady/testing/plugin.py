@@ -64,7 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lab: runs a lab scenario on the embedded cluster")
     config.addinivalue_line(
         "markers", "pg_versions(*majors): run once per installed PostgreSQL major (default: "
-                   "13-18; PGSTEADY_PG_VERSIONS=14,18 narrows), with fixture pg_version")
+                   f"{min(SUPPORTED_PG_VERSIONS)}-{max(SUPPORTED_PG_VERSIONS)}; "
+                   "PGSTEADY_PG_VERSIONS=14,18 narrows), with fixture pg_version")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
