@@ -163,6 +163,16 @@ def load_dir(directory: str | Path, layout: str = "auto") -> list[Migration]:
     return [load(file) for file in scan_dir(directory, layout).files]
 
 
+def load_file(path: Path, version: int, name: str) -> Migration:
+    """One pgsteady-layout file."""
+    try:
+        text = registry.read(path)
+    except registry.LayoutError as exc:
+        raise BadMigration(str(exc)) from None
+    return load(registry.MigrationFile("pgsteady", version, str(version), (version,), name, path,
+                                      registry.UpPart(text), True, text))
+
+
 def load(file: registry.MigrationFile) -> Migration:
     """Parse and check one file of any layout; its statements keep file lines."""
     path, text = file.path, file.text
