@@ -2,6 +2,10 @@
 
     PGSTEADY_DSN="host=... port=6432 dbname=shop user=..." uvicorn --factory app:create_app
 
+(README.md beside this file: set-up, a database from ``pgsteady lab up``, and curl.)
+
+- On start the lifespan creates the ``products`` table if it is missing and puts two products
+  in an empty one, so the routes answer on a fresh database.
 - The lifespan opens the engine and its ``AsyncSteady``, and closes both: started jobs finish
   before the engine is disposed of.
 - Handlers get the ``AsyncSteady`` through ``Depends``; each call carries a deadline that ends
@@ -44,6 +48,20 @@ class Product(Base):
     price_cents: Mapped[int]
 
 
+async def create_schema(session: AsyncSession) -> None:
+    """The table if it is missing, and two products if it is empty (an example's data).
+
+    ``if not exists`` makes it safe for several replicas starting at once; a real service runs
+    its schema changes as their own deploy step (``pgsteady migrate``), not at start-up.
+    """
+    await session.execute(text(
+        "create table if not exists products (id int primary key, name text not null, "
+        "price_cents int not null)"))
+    await session.execute(text(
+        "insert into products select * from (values (1, 'kettle', 2500), (2, 'mug', 800)) v "
+        "where not exists (select from products) on conflict do nothing"))
+
+
 def steady_of(request: Request) -> AsyncSteady:
     """The app's AsyncSteady, made by its lifespan."""
     steady: AsyncSteady = request.app.state.steady
@@ -66,6 +84,7 @@ def create_app(dsn: str | None = None, *, pooler: str = "transaction", pool_size
         engine = create_async_engine(url, pool_size=pool_size, max_overflow=0)
         app.state.steady = AsyncSteady(engine, pooler=pooler, service="shop",
                                        max_waiting=max_waiting, breaker=breaker)
+        await app.state.steady.run(create_schema, deadline=30)
         try:
             yield
         finally:

@@ -36,6 +36,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from pgsteady._outcome import pooler_refusal
 from pgsteady.errors import (
     CannotConnect,
     DatabaseClosed,
@@ -306,7 +307,9 @@ def wrap_error(exc: BaseException, job: Job, broken: bool) -> BaseException:
     if sqlstate and not sqlstate.startswith(_CONNECTION_FAILURE_CLASSES):
         return exc
     wrapped: QueryFailed
-    if broken and job.commit_sent:
+    if (refusal := pooler_refusal(exc)) is not None:  # PgBouncer never passed it on
+        wrapped = QueryFailed(refusal)
+    elif broken and job.commit_sent:
         wrapped = OutcomeUnknown(
             f"the connection was lost after the statement (or COMMIT) was sent and before its "
             f"result arrived: it may have been applied; check before retrying a write, or make "

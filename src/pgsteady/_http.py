@@ -7,9 +7,15 @@ left 1,000 concurrent scrapes retrying SYNs for up to a minute. Here:
 
 - one I/O thread (``selectors``) accepts, reads request headers and watches idle keep-alive
   connections; a slow or silent client costs a socket and a small buffer, never a thread;
-- a fixed pool of ``workers`` threads runs the app on complete requests only;
+- a fixed pool of ``workers`` threads runs the app on complete requests only, and hands the
+  answer's bytes back to the I/O thread, which writes them without blocking as the client
+  reads: a client that pipelines requests and never reads its answers costs a connection
+  slot until its write deadline, never a worker (four such clients held all four workers in
+  ``sendall`` for 10 s each, and scrapes and liveness probes went unanswered);
 - every phase has a deadline (:class:`Limits`): headers, idle keep-alive, time queued for a
   worker, writing the answer; past it the connection is closed (or answered 503);
+- the whole request head (request line and headers) is at most ``max_header_bytes``, however
+  it arrives, and a head whose lines end in a bare LF is read as common servers read it;
 - at ``max_connections`` open, the connection stalled longest without a complete request
   is closed to make room (so slow clients cannot lock a scrape out); when none has stalled
   for a second, or ``queue`` requests already wait, a new one gets an immediate
@@ -29,6 +35,7 @@ import concurrent.futures
 import contextlib
 import logging
 import queue
+import re
 import selectors
 import socket
 import threading
@@ -103,6 +110,9 @@ class _Conn:
     waiting: bool = False  # idle keep-alive (True) or within a request's headers (False)
     since: float = field(default_factory=time.monotonic)  # accepted, or last answered
     queued_at: float = 0.0
+    outbox: bytes = b""  # an answer being written by the I/O thread
+    sent: int = 0  # bytes of ``outbox`` written
+    keep: bool = False  # whether to read another request once ``outbox`` is written
 
 
 def _raw(status: int, headers: list[tuple[str, str]], body: bytes, *, head: bool = False,
@@ -216,6 +226,8 @@ class BoundedServer:
                         self._accept()
                     elif key.data == "wake":
                         self._drain_wake()
+                    elif key.data.outbox:
+                        self._write(key.data)
                     else:
                         self._read(key.data)
                 now = time.monotonic()
@@ -286,10 +298,55 @@ class BoundedServer:
                 conn = self._returned.get_nowait()
             except queue.Empty:
                 return
-            conn.sock.setblocking(False)
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
-            if conn.buffer:  # a pipelined request already read
-                self._parse(conn)
+            if self._stopping.is_set():
+                self._forget(conn)
+                conn.sock.close()
+                continue
+            conn.deadline = time.monotonic() + self.limits.write_timeout
+            if self._send_some(conn):
+                self._written(conn)
+            elif conn.outbox:  # the client's buffers are full: write as it reads
+                self._selector.register(conn.sock, selectors.EVENT_WRITE, conn)
+
+    def _send_some(self, conn: _Conn) -> bool:
+        """Write what the socket takes now, without blocking; True once all is written. A
+        client gone is closed (False, with ``outbox`` emptied)."""
+        view = memoryview(conn.outbox)
+        try:
+            while conn.sent < len(view):
+                conn.sent += conn.sock.send(view[conn.sent:])
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            log.debug("%s: sending to a client failed: %s", self.name, exc)
+            conn.outbox = b""
+            self._forget(conn)
+            conn.sock.close()
+            return False
+        return True
+
+    def _write(self, conn: _Conn) -> None:
+        """The socket can take more of the answer being written."""
+        self._selector.unregister(conn.sock)
+        if self._send_some(conn):
+            self._written(conn)
+        elif conn.outbox:
+            self._selector.register(conn.sock, selectors.EVENT_WRITE, conn)
+
+    def _written(self, conn: _Conn) -> None:
+        """An answer is out: read the next request (a pipelined one may be read already), or
+        close."""
+        conn.outbox, conn.sent = b"", 0
+        if not conn.keep:
+            self._forget(conn)
+            conn.sock.close()
+            return
+        conn.waiting = True
+        conn.since = time.monotonic()
+        conn.deadline = conn.since + self.limits.idle_timeout
+        self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        if conn.buffer:
+            self._parse(conn)
 
     def _read(self, conn: _Conn) -> None:
         try:
@@ -308,12 +365,15 @@ class BoundedServer:
         self._parse(conn)
 
     def _parse(self, conn: _Conn) -> None:
-        end = conn.buffer.find(b"\r\n\r\n")
-        if end < 0:
+        found = _HEAD_END.search(conn.buffer, 0, self.limits.max_header_bytes + 4)
+        if found is None:
             if len(conn.buffer) > self.limits.max_header_bytes:
                 self._answer_and_close(conn, 431, "request headers too large")
             return
-        head, rest = bytes(conn.buffer[:end]), conn.buffer[end + 4:]
+        if found.start() > self.limits.max_header_bytes:  # complete, but too large
+            self._answer_and_close(conn, 431, "request headers too large")
+            return
+        head, rest = bytes(conn.buffer[:found.start()]), conn.buffer[found.end():]
         request = _request(head)
         if request is None:
             self._answer_and_close(conn, 400, "bad request")
@@ -343,12 +403,14 @@ class BoundedServer:
         conn.sock.close()
 
     def _sweep(self, now: float) -> None:
-        """Close the connections in the selector past their header or idle deadline."""
+        """Close the connections in the selector past their header, idle or write deadline."""
         expired = [key.data for key in self._selector.get_map().values()
                    if isinstance(key.data, _Conn) and key.data.deadline <= now]
         for conn in expired:
             log.debug("%s: closing a connection %s", self.name,
+                      "that does not read its answer" if conn.outbox else
                       "idle too long" if conn.waiting else "that sent no complete request")
+            conn.outbox = b""
             self._close(conn)
 
     def _close(self, conn: _Conn) -> None:
@@ -372,34 +434,26 @@ class BoundedServer:
                 with self._queued_lock:
                     self._queued -= 1
             try:
-                keep = self._serve(conn, request, response)
-            except OSError as exc:  # the client left, or read too slowly
-                log.debug("%s: sending to a client failed: %s", self.name, exc)
-                keep = False
+                answer = self._serve(conn, request, response)
             except Exception:
                 log.exception("%s: answering %s %s failed", self.name, request.method,
                               request.path)
-                keep = False
-            if keep is None:
+                answer = (_raw(500, _internal_error().headers, _internal_error().body), False)
+            if answer is None:
                 continue  # deferred: _deferred hands the answer back to a worker
-            if keep and not self._stopping.is_set():
-                conn.waiting = True
-                conn.since = time.monotonic()
-                conn.deadline = conn.since + self.limits.idle_timeout
-                self._returned.put(conn)
-                self._wake()
-            else:
-                self._forget(conn)
-                conn.sock.close()
+            # The I/O thread writes it, as fast as the client reads: never this worker.
+            conn.outbox, conn.keep = answer
+            conn.sent = 0
+            self._returned.put(conn)
+            self._wake()
 
-    def _serve(self, conn: _Conn, request: Request, response: Response | None) -> bool | None:
-        """Answer one request (or send its deferred ``response``); True to keep the connection
-        for another, None when the app deferred its answer."""
+    def _serve(self, conn: _Conn, request: Request, response: Response | None,
+               ) -> tuple[bytes, bool] | None:
+        """The bytes answering one request (or its deferred ``response``) and whether to keep
+        the connection for another; None when the app deferred its answer."""
         if response is None:
             if time.monotonic() - conn.queued_at > self.limits.queue_timeout:
-                conn.sock.settimeout(self.limits.write_timeout)
-                conn.sock.sendall(_refusal(503, "busy: waited too long for a worker; retry"))
-                return False
+                return _refusal(503, "busy: waited too long for a worker; retry"), False
             try:
                 answer = self.app(request)
             except Exception:
@@ -416,10 +470,7 @@ class BoundedServer:
             (request.version == "HTTP/1.0" and "keep-alive" in connection)
         data = _raw(response.status, response.headers, response.body,
                     head=request.method == "HEAD", keep_alive=keep_alive)
-        conn.sock.settimeout(self.limits.write_timeout)
-        conn.sock.sendall(data)
-        return keep_alive
-
+        return data, keep_alive
 
     def _deferred(self, conn: _Conn, request: Request,
                   answer: concurrent.futures.Future[Response]) -> None:
@@ -439,16 +490,19 @@ def _internal_error() -> Response:
 
 
 _HEADERS = BytesHeaderParser()
+#: The blank line ending a request head: CRLF CRLF, or with bare LFs (RFC 9112 section 2.2
+#: lets a server take a bare LF as a line end; nginx, Apache and Go's server all do).
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
 def _request(head: bytes) -> Request | None:
     """Parse a request line and its header block; None if it is not HTTP/1.x."""
-    line, _, rest = head.partition(b"\r\n")
+    line, _, rest = head.replace(b"\r\n", b"\n").partition(b"\n")
     parts = line.decode("latin-1").split()
     if len(parts) != 3 or parts[2] not in ("HTTP/1.0", "HTTP/1.1"):
         return None
     try:
-        headers = _HEADERS.parsebytes(rest + b"\r\n\r\n")
+        headers = _HEADERS.parsebytes(rest + b"\n\n")
     except Exception:  # the parser is lenient; this is a last guard against a bad header
         return None
     return Request(parts[0].upper(), parts[1], parts[2], headers)

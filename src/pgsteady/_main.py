@@ -2,7 +2,9 @@
 
 A warm ``pgsteady lint`` (nothing changed since the last run with the same arguments) is
 answered from :mod:`pgsteady.lint.quick` before the command line, argparse or the
-configuration load; everything else goes to :func:`pgsteady.cli.main`.
+configuration load; everything else goes to :func:`pgsteady.cli.main`. The warm path looks
+at the arguments first: with ``--no-cache`` or ``--dsn`` (as argparse would take them) it
+reads nothing, not even the cache folder.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ from pgsteady.arunner import wait_for_outcome
 from pgsteady.errors import QueryFailed, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.runner import DEFAULT
-from pgsteady.settings import Duration
+from pgsteady.settings import Duration, describe
 
 __all__ = ["AsyncSteady", "Steady", "url_from_dsn"]
 
@@ -121,12 +121,13 @@ def _wrap(exc: BaseException, job: Job) -> BaseException:
     if isinstance(exc, DBAPIError):
         broken = bool(exc.connection_invalidated)
         inner = _core.wrap_error(exc.orig, job, broken) if exc.orig is not None else exc
+        # pgsteady's errors keep the driver's error as __cause__, not SQLAlchemy's wrapper,
+        # whose text carries the statement's parameters ("[parameters: ...]") into logs.
         if isinstance(inner, QueryFailed):
-            inner.__cause__ = exc
             return inner
         if broken:
-            wrapped = QueryFailed(f"the connection failed during the job: {inner}")
-            wrapped.__cause__ = exc
+            wrapped = QueryFailed(f"the connection failed during the job: {describe(inner)}")
+            wrapped.__cause__ = exc.orig or exc
             return wrapped
     return exc
 

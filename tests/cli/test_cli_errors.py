@@ -178,3 +178,55 @@ def test_help_is_sized_as_argparse_sizes_it(columns, monkeypatch, capsys):
     assert helps[0] == helps[1]
     assert max(len(line) for line in helps[0].splitlines() if not line.startswith(" ")) \
         <= columns - 2
+
+
+@pytest.mark.parametrize("verb", [["watch", "--count", "1"],
+                                  ["exporter", "--listen", "127.0.0.1:0"]])
+@pytest.mark.parametrize("option", ["--dsn", "--pgbouncer"])
+def test_a_dsn_libpq_cannot_parse_is_refused_before_watching(verb, option):
+    """``exporter`` and ``watch`` given a connection string libpq cannot parse (an unclosed
+    quote) exit 2 at once with one line naming the option, never the password; they used to
+    serve (or watch) a source that could never answer."""
+    out = subprocess.run([*PGSTEADY, *verb, option, "host=127.0.0.1 password='s3cr3t"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert option in out.stderr and "s3cr3t" not in out.stderr + out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["-vv", "lint", "--list-rules"], ["lint", "-vv", "--list-rules"],
+                                  ["lint", "-v", "-v", "--list-rules"],
+                                  ["-v", "lint", "-v", "--list-rules"]])
+def test_verbose_counts_before_and_after_the_verb(argv):
+    """``-v`` works after the verb as well as before it (it was refused there as an
+    unrecognized argument), and the counts add up: each spelling here asks for debug."""
+    probe = ("import logging, sys\nfrom pgsteady.cli import main\nimport io, contextlib\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             f"    code = main({argv!r})\n"
+             "print(code, logging.getLevelName(logging.getLogger().level))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.stdout.split() == ["0", "DEBUG"], out.stderr
+
+
+def test_a_reader_that_stops_early_ends_a_rich_table_quietly_too():
+    """``pgsteady sim pool-drain | head -1``: rich's own console exited 1 (a failure) when the
+    reader left; the run ends with 141 as any filter does, and says nothing."""
+    proc = subprocess.Popen([*PGSTEADY, "sim", "pool-drain"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # the first line, as head -1 takes it
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err
+
+
+def test_a_duration_that_must_be_positive_names_its_option():
+    """``lab lock-queue --lock-timeout 0`` names the option it refuses (it said only
+    'durations must be positive'); exit 2, one line, before any server starts."""
+    out = subprocess.run([*PGSTEADY, "lab", "lock-queue", "--lock-timeout", "0"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr
+    assert "--lock-timeout must be positive" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

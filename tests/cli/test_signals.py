@@ -42,3 +42,41 @@ def test_sigterm_during_migrate_cancels_the_migration(pgsteady_database, tmp_pat
     assert err.strip().splitlines() == ["pgsteady: terminated (SIGTERM)"]
     assert running == (0,)
     assert table == (None,)
+
+
+def test_ctrl_c_during_a_lab_run_stops_it_at_once():
+    """Ctrl-C in the middle of a 60 s `steady` run: the run stops within seconds, exit 130,
+    one line, no server left (the caller threads ran on to the run's end, then 36 s later
+    the command exited)."""
+    proc = subprocess.Popen([sys.executable, "-m", "pgsteady", "-v", "lab", "pool-drain",
+                             "--strategy", "steady", "--duration", "60s", "--burst", "0@1s-2s"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT,  # noqa: PLW1509
+                                                             signal.default_int_handler))
+    assert proc.stderr is not None
+    seen = []
+    try:
+        while True:  # the run's cluster is the second one (the first measures pgbench)
+            line = proc.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+            if sum("lab cluster up" in s for s in seen) == 2:
+                break
+        time.sleep(3)  # inside the run
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert code == 130, rest
+    assert took < 30  # 57 s of the run were left
+    assert "Traceback" not in rest and rest.strip().splitlines()[-1] == "pgsteady: interrupted"
+    for line in seen:
+        if "lab cluster up in " in line:
+            workdir = line.split("lab cluster up in ", 1)[1].strip()
+            left = subprocess.run(["pgrep", "-f", workdir], capture_output=True, check=False)
+            assert left.stdout == b"", workdir  # no server of the run left behind

@@ -4,6 +4,7 @@ the pages generated from code are current."""
 from __future__ import annotations
 
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -110,3 +111,12 @@ def test_the_readme_is_short_and_its_links_reach_pages():
         candidates = ([DOCS / "index.md"] if not path else
                       [DOCS / f"{path}.md", DOCS / path / "index.md", DOCS / path / "README.md"])
         assert any(c.is_file() for c in candidates), f"{url}: no page in docs/"
+
+
+def test_pages_speak_of_the_outages_not_of_the_seed():
+    """What a reader sees (README, the site's pages, the CLI's help) names the outage or the
+    write-up, never "the seed": that is the project's own word for its source documents."""
+    wording = re.compile(r"\bthe seed(?:'s)?\b(?! \d)", re.IGNORECASE)
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            assert not wording.search(line), f"{page.relative_to(ROOT)}:{number}: {line}"

@@ -68,3 +68,35 @@ def test_charts_and_json_are_written(tmp_path):
     assert set(document["runs"][0]) == {"strategy", "run", "verdict", "collapsed",
                                         "recovered", "per_second", "totals"}
     assert [r["verdict"] for r in document["runs"]] == ["collapsed", "collapsed", "held", "held"]
+
+
+def test_the_chart_legend_covers_no_bar(tmp_path, monkeypatch):
+    """In every PNG the legend sits where no bar is: inside the axes' upper right it covered
+    the rejected bars that reach the top during a burst."""
+    from pgsteady.lab import charts
+
+    result = _result()
+    steady = result.runs[-1]
+    for row in steady.per_second[5:10]:  # a burst's fail-fast rejections, up to the top
+        row["rejected"] = 1200
+    figures = []
+    real_save = charts.save
+
+    def keep(fig, path):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+        boxes = [legend.get_window_extent(renderer) for legend in legends]
+        bars = [patch.get_window_extent(renderer) for ax in fig.axes for patch in ax.patches
+                if patch.get_height() > 0]
+        figures.append((path.name, boxes, bars, fig.bbox))
+        return real_save(fig, path)
+
+    monkeypatch.setattr(charts, "save", keep)
+    report.write_charts(result, tmp_path)
+    assert len(figures) == 5
+    for name, boxes, bars, whole in figures:
+        assert boxes, name
+        for box in boxes:
+            assert whole.contains(box.x0, box.y0) and whole.contains(box.x1, box.y1), name
+            assert not any(box.overlaps(bar) for bar in bars), name

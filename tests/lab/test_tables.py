@@ -76,3 +76,18 @@ def test_a_table_too_narrow_for_its_essential_columns_folds_instead_of_cutting()
     table.add_row("a-very-long-unbreakable-name", "12345678901234567890")
     text = _text(table, 20)
     assert "…" not in text and all(len(line.rstrip()) <= 20 for line in text.splitlines())
+
+
+def test_a_long_note_does_not_widen_the_output_to_the_console():
+    """Piped to a file (a 200-column console), the legend's lines wrap at a paragraph's width:
+    a long note used to pad every legend line to 200 columns."""
+    from pgsteady.lab.tables import LEGEND_WIDTH
+
+    table = FitTable("t", [Column("a", "the first column")],
+                     notes=[("†", "a long explanation " * 20)])
+    table.add_row("1")
+    console = Console(width=200, no_color=True, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(table)
+    lines = console.export_text().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= LEGEND_WIDTH + 4
+    assert max(len(line) for line in lines) <= LEGEND_WIDTH + 4

@@ -106,3 +106,34 @@ def test_a_low_ceiling_is_noted_wherever_the_share_is_shown(tmp_path):
     assert "143%†" in page and "pgbench&#x27;s ceiling measured low" in page
     normal = _text(report.summary_table(_result()))
     assert "†" not in normal and "measured low" not in normal
+
+
+def test_only_a_share_above_100_percent_carries_the_low_ceiling_mark(tmp_path):
+    """A run whose ceiling measured low (mean 103 %) can still have a 96 % second: that cell
+    is shown plain, in the terminal and on the page; the 103 % mean keeps the mark."""
+    steady = _run("steady", [650] * 5 + [600] + [650] * 9, [0] * 15)  # ceiling 625: 96 % worst
+    result = PoolDrainResult(_result().config, 625.0, [steady], {})
+    summary = _text(report.summary_table(result))
+    assert "96%" in summary and "†" not in summary  # no marked cell: no note either
+    path = tmp_path / "pool-drain.json"
+    report.write_json(result, path)
+    page = build_report([str(path)], tmp_path / "index.html").read_text()
+    assert "96%" in page and "96%†" not in page and "103%†" in page  # worst, mean
+
+
+def test_the_page_and_the_docs_define_every_verdict_word(tmp_path):
+    """Each verdict word the page can show is defined beside it, and in docs/lab.md, with the
+    vocabulary's own meaning (and the page no longer says "held" of a recovered run)."""
+    from html import escape
+    from pathlib import Path
+
+    path = tmp_path / "pool-drain.json"
+    report.write_json(_result(), path)
+    page = build_report([str(path)], tmp_path / "index.html").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "lab.md").read_text()
+    for v in _verdicts.POOL_DRAIN:
+        assert escape(v.meaning) in page, v.word
+        assert f"**{v.word}**: {v.meaning}" in docs, v.word
+    for v in (*_verdicts.LOCK_QUEUE, _verdicts.PASSED, _verdicts.FAILED):
+        assert f"**{v.word}**: {v.meaning}" in docs, v.word
+    assert "(<em>held</em>, or <em>recovered</em>" in page

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pgsteady.cli import main
-from pgsteady.lint import cache, engine
+from pgsteady.lint import cache, cachedir, engine
 from pgsteady.lint.engine import Linter
 from pgsteady.lint.files import Unit
 
@@ -53,6 +53,15 @@ class _Planted:
         return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
 
 
+def settle(root: Path) -> None:
+    """Date every file and folder under ``root`` ten seconds back, as files written before a
+    run are: lint records no run that read a file written that instant (an edit after it was
+    read could keep its modification time)."""
+    for path in [root, *root.rglob("*")]:
+        info = path.stat()
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - 10 * 10**9))
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A project (pyproject.toml, migrations/) that is also the current directory."""
@@ -61,6 +70,7 @@ def project(tmp_path, monkeypatch):
     migrations.mkdir()
     for name, text in FILES.items():
         (migrations / name).write_text(text)
+    settle(tmp_path)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -121,10 +131,20 @@ def test_planted_pickles_never_run_and_are_replaced(project, capsys):
 
 
 def _break_json(entry: Path, how: str) -> None:
-    document = json.loads(entry.read_text())
-    if how == "corrupt":
-        entry.write_bytes(entry.read_bytes()[:40])
-        return
+    """Damage an entry as ``how`` says, signed again with the user's secret: the checks past
+    the signature are what is tested."""
+    with cachedir.open_folder(str(entry.parent), create=False) as folder:
+        signed = folder.read(entry.name)
+        assert signed is not None
+        if how == "corrupt":
+            folder.write(entry.name, signed[:40])
+            return
+        document = json.loads(signed)
+        _damage(document, how)
+        folder.write(entry.name, json.dumps(document).encode())
+
+
+def _damage(document: dict, how: str) -> None:
     if how == "format":
         document["format"] = "pgsteady-lint-cache-1"
     elif how == "stamp":
@@ -136,7 +156,6 @@ def _break_json(entry: Path, how: str) -> None:
             for finding in report[3]:
                 finding[1] = str(finding[1])
             report[1] = "many"
-    entry.write_text(json.dumps(document))
 
 
 @pytest.mark.parametrize("how", ["corrupt", "format", "stamp", "key", "types"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -148,7 +149,7 @@ def test_model_outputs_get_a_phase_map_and_a_validation_table(tmp_path):
     html = build_report([str(pm), str(sv)], tmp_path / "index.html").read_text()
     assert html.count('class="chart heatmap"') == 2
     assert html.count('class="seed-mark"') == 2          # pool 4, 50 ms: the seed's cell
-    assert "At the seed's setting: 75% of runs collapse." in html
+    assert "At the outage's setting: 75% of runs collapse." in html
     assert "phase-map (model)" in html and "sim-validate (model)" in html
     assert "verdicts agree in 100% of cells" in html and "the model passes" in html
     assert "collapses somewhere in 89% of the map" in html
@@ -163,3 +164,88 @@ def test_a_lone_surrogate_in_a_name_still_makes_a_page(tmp_path):
     done = _report(str(src), "--out", str(tmp_path / "index.html"))
     assert done.returncode == 0, done.stderr
     assert "x? (lab)" in (tmp_path / "index.html").read_text(encoding="utf-8")
+
+
+def test_overlapping_bands_each_stay_in_view(tmp_path):
+    """The long log query's band and the migration's (which starts while the query runs and
+    lasts to the end) are both visible where they overlap: each kind has its own lane, where
+    the migration's used to be drawn over the query's whole height."""
+    import re
+
+    html = build_report([str(write(tmp_path / "lq.json", lock_queue()))],
+                        tmp_path / "index.html").read_text()
+    chart = html[html.index('<svg class="chart"'):]
+    chart = chart[:chart.index("</svg>")]
+
+    def spans(kind: str) -> list[tuple[float, float, float, float]]:
+        found = re.findall(rf'<rect class="{kind}" x="([\d.]+)" y="([\d.]+)" '
+                           r'width="([\d.]+)" height="([\d.]+)"', chart)
+        return [(float(x), float(y), float(x) + float(w), float(y) + float(h))
+                for x, y, w, h in found]
+
+    (query,), (migration,) = spans("band"), spans("band2")
+    assert query[0] < migration[2] and migration[0] < query[2]  # they overlap in time
+    assert query[3] <= migration[1] or migration[3] <= query[1]  # but not on the page
+
+
+@pytest.mark.parametrize(("value", "shown"), [("Infinity", "inf"), ("-Infinity", "-inf"),
+                                              ("NaN", "nan"), ("1e308", "1e+308"),
+                                              ("1" + "0" * 30, "1" + "0" * 30)])
+def test_numbers_no_chart_can_place_are_one_line_naming_the_field(tmp_path, value, shown):
+    """Infinity, NaN and absurdly large numbers in a lab file exit 2 with one line naming the
+    file and the field, instead of a traceback (chart ticks) or an SVG holding inf/nan."""
+    text = json.dumps(lock_queue()).replace('"p99_ms": 12.0', f'"p99_ms": {value}', 1)
+    bad = tmp_path / "lq.json"
+    bad.write_text(text)
+    out = tmp_path / "index.html"
+    done = _report(str(bad), "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert str(bad) in lines[0] and "runs[0].per_second[0].p99_ms" in lines[0]
+    assert f"is {shown}," in lines[0]
+    assert not out.exists()
+
+
+def test_the_largest_accepted_numbers_still_draw(tmp_path):
+    """Numbers up to the cap (1e15) make a page whose charts hold only finite coordinates."""
+    data = lock_queue()
+    data["runs"][1]["per_second"][0]["p99_ms"] = 1e15
+    data["runs"][1]["per_second"][1]["sessions"] = -1e15
+    html = build_report([str(write(tmp_path / "lq.json", data))], tmp_path / "i.html")
+    svg = "".join(html.read_text().split("<svg")[1:])
+    assert "inf" not in svg.lower() and "nan" not in svg.lower()
+
+
+def test_huge_strings_are_cut_with_a_note(tmp_path):
+    """A 1 MB strategy name and a 1 MB key are cut to 2,000 characters with a note saying how
+    long they were: the page stays small (a 1 MB name made a 55 MB page)."""
+    data = lock_queue()
+    data["runs"][0]["strategy"] = "n" * 2**20
+    data["config"]["k" * 2**20] = 1
+    html = build_report([str(write(tmp_path / "lq.json", data))],
+                        tmp_path / "i.html").read_text()
+    assert len(html) < 2**20
+    assert "[cut: 1,048,576 characters]" in html
+
+
+def test_a_report_of_no_runs_is_refused(tmp_path):
+    """A lab file whose "runs" is empty exits 2 with one line, not a page of "?"."""
+    bad = write(tmp_path / "lq.json", {**lock_queue(), "runs": []})
+    out = tmp_path / "index.html"
+    done = _report(str(bad), "--out", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert str(bad) in done.stderr and '"runs" is empty' in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["/proc/x.html", "/proc/nope/x.html", "/dev/null/x.html"])
+def test_an_out_that_cannot_be_written_is_one_line(tmp_path, where):
+    """--out where no file can be made (/proc, under a device) exits 2 with one line naming
+    it, no traceback."""
+    src = write(tmp_path / "lq.json", lock_queue())
+    done = _report(str(src), "--out", where)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert "--out" in done.stderr

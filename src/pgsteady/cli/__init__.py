@@ -232,7 +232,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name in VERBS:
         if only is None or name == only:
             _verb(name).register(verbs)
+    _verbose_anywhere(parser)
     return parser
+
+
+def _verbose_anywhere(parser: argparse.ArgumentParser) -> None:
+    """``-v`` after the verb as well as before it (``pgsteady lint -v ...``). argparse parses a
+    verb's part of the command line into a namespace of its own, so that part counts into
+    ``verbose_after``, which :func:`main` adds to the count before the verb."""
+    for action in parser._actions:  # argparse keeps its sub-commands in a private type
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.add_argument("-v", "--verbose", action="count", dest="verbose_after",
+                                 default=argparse.SUPPRESS,
+                                 help="log more to stderr (-vv for debug)")
+                _verbose_anywhere(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(_fail(EXIT_USAGE, f"{exc.prog}: error: {scrub(str(exc))} "
                                f"(see {exc.prog} --help)", "UsageError", as_json=as_json)) \
             from None
-    _configure_logging(args.verbose)
+    _configure_logging(args.verbose + getattr(args, "verbose_after", 0))
     out = _Watched(sys.stdout)
     sys.stdout = out  # a verb that already wrote its JSON (its error in it) gets no second one
     on_main_thread = threading.current_thread() is threading.main_thread()

@@ -20,11 +20,30 @@ def sources(args: argparse.Namespace) -> tuple[str | None, str | None, str | Non
             raise UsageError("nothing to watch: give --dsn (or PGSTEADY_DSN), --pgbouncer "
                              "ADMIN_DSN and/or --pgbouncer-log FILE")
         dsn = ""
+    if dsn:
+        _check_dsn(dsn, "--dsn" if args.dsn is not None else "PGSTEADY_DSN")
+    if args.pgbouncer:
+        _check_dsn(args.pgbouncer, "--pgbouncer")
     if args.pgbouncer_log and not os.path.isfile(args.pgbouncer_log):
         what = "a folder, not a file" if os.path.isdir(args.pgbouncer_log) else "no such file"
         raise UsageError(f"--pgbouncer-log {args.pgbouncer_log}: {what}; pass the file "
                          "PgBouncer's logfile setting names")
     return dsn, args.pgbouncer, args.pgbouncer_log
+
+
+def _check_dsn(dsn: str, where: str) -> None:
+    """A connection string libpq cannot read is a usage error now, not a source shown down on
+    every reading. libpq's own message may quote a piece of the string (a password), so it is
+    not repeated."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except ProgrammingError:
+        raise UsageError(f"{where} is not a connection string libpq can read (an unclosed "
+                         "quote, a missing '='?); write key=value pairs, quoting values with "
+                         "spaces in single quotes, or a postgresql:// URL") from None
 
 
 def add_sources(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -20,6 +21,41 @@ def _age(seconds: float) -> str:
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
+# SHOW POOLS' own names; on a narrow terminal the same names over two lines, so that no header
+# is cut to "cl_wa…" (80 columns hold the pools table only so).
+_POOL_COLUMNS = ("pool", "cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_login",
+                 "maxwait", "refill stuck")
+_POOL_COLUMNS_NARROW = ("pool", "cl_\nactive", "cl_\nwaiting", "sv_\nactive", "sv_\nidle",
+                        "sv_\nlogin", "max-\nwait", "refill\nstuck")
+
+
+class _ByWidth:
+    """The wide renderable where it fits the console's width, else the narrow one."""
+
+    def __init__(self, wide: Table, narrow: Table) -> None:
+        self.wide, self.narrow = wide, narrow
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Measured without the console's limit (a measurement is clipped to it).
+        unbounded = options.update_width(10_000)
+        fits = Measurement.get(console, unbounded, self.wide).maximum <= options.max_width
+        yield self.wide if fits else self.narrow
+
+
+def _pools(pools: list[dict[str, Any]], headers: tuple[str, ...]) -> Table:
+    table = Table(title="PgBouncer pools", title_justify="left", expand=False)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
+    for p in pools:
+        stuck = p["refill_stuck_s"]
+        table.add_row(f"{p['database']}/{p['user']}", str(p["cl_active"]),
+                      Text(str(p["cl_waiting"]), style="yellow" if p["cl_waiting"] else ""),
+                      str(p["sv_active"]), str(p["sv_idle"]), str(p["sv_login"]),
+                      _age(p["maxwait_s"]),
+                      Text(_age(stuck), style="bold red") if stuck else "-")
+    return table
+
+
 def render(view: dict[str, Any]) -> RenderableType:
     parts: list[RenderableType] = []
     up = ", ".join(f"{name} {'up' if ok else 'DOWN'}" for name, ok in view["up"].items())
@@ -28,18 +64,8 @@ def render(view: dict[str, Any]) -> RenderableType:
     for name, error in view["errors"].items():
         parts.append(Text(f"  {name}: {error}", style="red"))
     if "pools" in view:
-        pools = Table(title="PgBouncer pools", title_justify="left", expand=False)
-        for column in ("pool", "cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_login",
-                       "maxwait", "refill stuck"):
-            pools.add_column(column, justify="left" if column == "pool" else "right")
-        for p in view["pools"]:
-            stuck = p["refill_stuck_s"]
-            pools.add_row(f"{p['database']}/{p['user']}", str(p["cl_active"]),
-                          Text(str(p["cl_waiting"]), style="yellow" if p["cl_waiting"] else ""),
-                          str(p["sv_active"]), str(p["sv_idle"]), str(p["sv_login"]),
-                          _age(p["maxwait_s"]),
-                          Text(_age(stuck), style="bold red") if stuck else "-")
-        parts.append(pools)
+        parts.append(_ByWidth(_pools(view["pools"], _POOL_COLUMNS),
+                              _pools(view["pools"], _POOL_COLUMNS_NARROW)))
     if "not_ready_per_minute" in view:
         rate = view["not_ready_per_minute"]
         parts.append(Text("not-ready closures a minute: "
@@ -53,7 +79,7 @@ def render(view: dict[str, Any]) -> RenderableType:
             f"{_age(pg['xmin_horizon_age_s'])}"))
         chains = Table(title="Blocking chains", title_justify="left")
         for column in ("root", "pid", "queued", "longest wait", "relations"):
-            chains.add_column(column)
+            chains.add_column(column, overflow="fold")
         for c in pg["chains"]:
             chains.add_row(c["root"], str(c["root_pid"]), str(c["queued"]),
                            _age(c["longest_wait_s"]),
@@ -63,14 +89,14 @@ def render(view: dict[str, Any]) -> RenderableType:
         parts.append(chains)
         longest = Table(title="Longest transactions", title_justify="left")
         for column in ("application_name", "pid", "state", "open for"):
-            longest.add_column(column)
+            longest.add_column(column, overflow="fold")
         for s in pg["longest_transactions"]:
             longest.add_row(s["application_name"], str(s["pid"]), s["state"],
                             _age(s["xact_age_s"]))
         parts.append(longest)
     alerts = Table(title="Alerts", title_justify="left")
     for column in ("alert", "labels", "state", "for", "value"):
-        alerts.add_column(column)
+        alerts.add_column(column, overflow="fold")
     for a in view["alerts"]:
         labels = ", ".join(f"{k}={v}" for k, v in a["labels"].items())
         alerts.add_row(a["alert"], labels, Text(a["state"], style=_STATE_STYLE[a["state"]]),

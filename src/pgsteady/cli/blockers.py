@@ -4,9 +4,9 @@
 shown first, a terminal is asked to confirm, and without one the command refuses unless
 ``--yes``. A superuser session (or the command's own connection) is asked about twice
 (unattended: ``--yes --yes-superuser``). The pid is ended only if it still names the session
-shown (same ``backend_start`` and user, checked in the ending statement itself): pids are
-reused, and the question may wait any time. Afterwards it says whether the session is gone,
-still there, or was replaced.
+shown, checked in the ending statement itself (:mod:`pgsteady.inspect.terminate` does the
+ending; this module asks and prints). Afterwards it says whether the session is gone, still
+there, or was replaced.
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ import time
 from typing import Any
 
 from pgsteady.cli import _args
-from pgsteady.errors import EXIT_FAILURE, EXIT_OK, PgsteadyError, UsageError
+from pgsteady.errors import EXIT_FAILURE, EXIT_OK, UsageError
 
 SCHEMA_VERSION = 1
-ENDABLE = ("client backend", "autovacuum worker")
-GONE_WAIT = 3.0  # how long to watch for an ended session to leave pg_stat_activity
 
 
 def register(verbs: Any) -> None:
@@ -113,10 +111,12 @@ def as_json(snap: Any) -> dict[str, Any]:
 
 def _hidden_note(snap: Any) -> str | None:
     """What this role cannot see, or None when it sees every session."""
+    from pgsteady.inspect.findings import plural
+
     if not snap.hidden_sessions:
         return None
     return (f"note: user {snap.user} cannot see the state, waits or query of "
-            f"{snap.hidden_sessions} other session(s) (hidden); blocking is read from "
+            f"{plural(snap.hidden_sessions, 'other session')} (hidden); blocking is read from "
             f"pg_locks, but grant pg_monitor (or pg_read_all_stats) to see what they run")
 
 
@@ -135,10 +135,11 @@ def _query(text: str, width: int = 100) -> str:
 
 
 def render(snap: Any) -> None:
-    from pgsteady.inspect.findings import age_text
+    from pgsteady.inspect.findings import age_text, plural
+    from pgsteady.inspect.postgres import waiting_sessions
 
     per_relation = _queued_per_relation(snap)
-    total = sum(per_relation.values())
+    total = waiting_sessions(snap.sessions)
     note = _hidden_note(snap)
     if note:
         print(note)
@@ -146,7 +147,8 @@ def render(snap: Any) -> None:
         print(f"no blocking: nobody in {snap.database} waits for a lock held by another session")
         return
     rels = ", ".join(f"{rel}: {n}" for rel, n in per_relation.items())
-    print(f"{len(snap.chains)} root blocker(s), {total} session(s) waiting ({rels})")
+    print(f"{plural(len(snap.chains), 'root blocker')}, {plural(total, 'session')} "
+          f"waiting ({rels})")
     for chain in snap.chains:
         print()
         holds = "; ".join(f"holds {h.mode} on {h.relation or h.locktype}" for h in chain.holds)
@@ -163,37 +165,47 @@ def render(snap: Any) -> None:
             if q.session.query:
                 print(f"{indent}  query: {_query(q.session.query)}")
     print()
-    print(f"end a root with: pgsteady blockers --terminate {snap.chains[0].root.pid} (asks first)")
+    for line in advice(snap):
+        print(line)
+
+
+def advice(snap: Any) -> list[str]:
+    """What to run next, in the runbook's order: a DDL waiting for ACCESS EXCLUSIVE with a
+    queue behind it is cancelled first (the queue drains at once, the migration rolls back
+    and can be retried with a lock_timeout); only then a root, if it should not be running."""
+    from pgsteady.inspect.findings import plural, waiting_statement
+
+    queues = snap.lock_queues()
+    root = snap.chains[0].root.pid
+    if not queues:
+        return [f"end a root with: pgsteady blockers --terminate {root} (asks first)"]
+    first = queues[0]
+    lines = [f"first cancel the waiting {waiting_statement(first.waiter.query)} "
+             f"({plural(len(first.queued), 'session')} queued behind it): pgsteady blockers "
+             f"--cancel {first.waiter.pid} (asks first; it rolls back, retry it later with a "
+             f"lock_timeout)"]
+    if first.roots:
+        lines.append(f"then, if it should not be running, end the root: pgsteady blockers "
+                     f"--terminate {first.roots[0].pid} (asks first)")
+    return lines
 
 
 def end_session(args: argparse.Namespace, snap: Any) -> int:
-    """Show the one session, confirm, end it only if its pid still names the session shown,
-    and say what happened."""
-    import psycopg
-    from psycopg.rows import dict_row
-
-    from pgsteady.inspect import queries
-    from pgsteady.inspect.postgres import QUERY_CHARS, _session, connect
+    """Show the one session, confirm, end it only if its pid still names the session shown
+    (see :mod:`pgsteady.inspect.terminate`), and say what happened."""
+    from pgsteady.inspect import terminate
+    from pgsteady.inspect.findings import plural
+    from pgsteady.inspect.postgres import connect
 
     pid = args.terminate or args.cancel
-    verb = "terminate" if args.terminate else "cancel"
+    verb: terminate.Action = "terminate" if args.terminate else "cancel"
     deadline = time.monotonic() + args.timeout
     # With --json, stdout carries only the outcome document; what is about to be ended (and
     # the questions) go to stderr, where a person running it still sees them.
     say = functools.partial(print, file=sys.stderr if args.json else sys.stdout)
     with connect(_dsn(args), deadline=deadline, autocommit=True) as conn:
-        # Read on the connection that will end it: ``own`` is then exactly this connection.
-        row = conn.cursor(row_factory=dict_row).execute(
-            queries.SESSION, {"pid": pid, "query_chars": QUERY_CHARS}).fetchone()
-        if row is None:
-            raise PgsteadyError(f"no session with pid {pid} on this server (it may have "
-                                f"ended); run pgsteady blockers to see the current ones")
-        session = _session(row)
-        own = pid == conn.info.backend_pid
-        if session.backend_type not in ENDABLE:
-            raise UsageError(f"pid {pid} is PostgreSQL's own {session.backend_type or 'process'}"
-                             f", not a session; pgsteady ends only client sessions and "
-                             f"autovacuum workers")
+        target = terminate.find(conn, pid)  # on the connection that will end it
+        session = target.session
         behind = sum(len(c.queued) for c in snap.chains if c.root.pid == pid)
 
         def outcome(result: str, text: str, code: int, **extra: Any) -> int:
@@ -205,66 +217,19 @@ def end_session(args: argparse.Namespace, snap: Any) -> int:
                 print(text)
             return code
 
-        say(f"{verb} {_line(session)}" + (f"; {behind} session(s) wait behind it" if behind
-                                           else ""))
-        if session.query:
+        say(f"{verb} {_line(session)}" + (f"; {plural(behind, 'session')} wait behind it"
+                                           if behind else ""))
+        if session.query and not session.hidden:
             say(f"  query: {_query(session.query)}")
-        warning = ("it is this command's own connection" if own else
+        if target.hidden_note:
+            say(target.hidden_note)
+        warning = ("it is this command's own connection" if target.own else
                    f"it is a superuser session (user {session.user})" if session.superuser
                    else None)
         if not confirm(args, verb, pid, warning, say):
             return outcome("declined", "nothing done", EXIT_OK)
-        query = queries.TERMINATE if args.terminate else queries.CANCEL
-        same = {"pid": pid, "backend_start": session.backend_start, "usename": session.usename}
-        try:
-            ended = conn.execute(query, same).fetchone()
-        except (psycopg.errors.AdminShutdown, psycopg.errors.QueryCanceled):
-            if not own:
-                raise
-            return outcome("terminated" if args.terminate else "cancel_sent",
-                           f"pid {pid}: ended this command's own connection", EXIT_OK)
-        except psycopg.OperationalError as exc:
-            raise PgsteadyError(f"lost the connection to PostgreSQL while asking ({exc}); "
-                                f"pid {pid} was not ended; run the command again") from exc
-        if ended is None:  # the pid is gone, or names another session now
-            now = conn.cursor(row_factory=dict_row).execute(
-                queries.SESSION, {"pid": pid, "query_chars": QUERY_CHARS}).fetchone()
-            if now is None:
-                return outcome("gone", f"pid {pid} has ended already; nothing ended",
-                               EXIT_FAILURE)
-            other = _session(now)
-            started = other.backend_start.isoformat(" ", "seconds") \
-                if other.backend_start else "?"
-            return outcome("changed", f"pid {pid} is now another session (started {started}, "
-                           f"user {other.user or '-'}); nothing ended", EXIT_FAILURE,
-                           now={**other.as_dict(), "backend_start": started})
-        if not ended[0]:
-            return outcome("refused", f"pid {pid}: PostgreSQL refused to {verb} it (not "
-                           f"allowed for this role, or gone at that instant)", EXIT_FAILURE)
-        if args.cancel and session.state.startswith("idle"):
-            # pg_cancel_backend ends a running statement only: an idle session's transaction
-            # (and every lock it holds) outlives the cancel, which the old "cancel sent" hid.
-            what = "idle in transaction" if "transaction" in session.state else "idle"
-            return outcome("cancel_sent", f"pid {pid}: cancel sent, but the session is {what}: "
-                           f"it has no query to cancel, and cancelling frees no lock it holds; "
-                           f"to end its transaction use --terminate {pid}", EXIT_OK,
-                           state=session.state, frees_nothing=True)
-        if args.cancel:
-            return outcome("cancel_sent", f"pid {pid}: cancel sent; its running statement, if "
-                           f"any, ends with an error and the session stays", EXIT_OK)
-        start = time.monotonic()
-        while time.monotonic() - start < GONE_WAIT:
-            try:
-                alive = conn.execute(queries.SESSION_ALIVE, {"pid": pid}).fetchone()
-            except psycopg.Error:
-                break
-            if alive is not None and alive[0] == 0:
-                gone = time.monotonic() - start
-                return outcome("terminated", f"pid {pid}: terminated, gone after {gone:.2f}s",
-                               EXIT_OK, gone_after_s=round(gone, 3))
-            time.sleep(0.05)
-    return outcome("still_there", f"pid {pid}: terminate sent, but the session is still there "
-                   f"after {GONE_WAIT:.0f}s; run pgsteady blockers again", EXIT_FAILURE)
+        done = terminate.end(conn, target, verb)
+    return outcome(done.result, done.text, EXIT_OK if done.ok else EXIT_FAILURE, **done.extra)
 
 
 def confirm(args: argparse.Namespace, verb: str, pid: int, warning: str | None,

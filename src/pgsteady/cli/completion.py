@@ -21,7 +21,8 @@ def register(verbs: Any) -> None:
     completion = verbs.add_parser(
         "completion", help="print a shell completion script",
         description="Print a completion script for bash. Install it with "
-                    "`pgsteady completion bash > ~/.local/share/bash-completion/completions/"
+                    "`mkdir -p ~/.local/share/bash-completion/completions && pgsteady "
+                    "completion bash > ~/.local/share/bash-completion/completions/"
                     "pgsteady`, or `eval \"$(pgsteady completion bash)\"` in ~/.bashrc; in zsh, "
                     "run `autoload -U bashcompinit && bashcompinit` first.")
     completion.add_argument("shell", choices=["bash"], help="the shell (zsh: see above)")
@@ -37,6 +38,13 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) \
                 yield from _commands(sub, (*path, name))
 
 
+def _values(action: argparse.Action) -> list[str]:
+    """An argument's fixed values: its choices, or the ones a verb checks itself and lists in
+    ``completions`` (``lint --tool``, whose own check gives a clearer error than argparse's)."""
+    given = action.choices or getattr(action, "completions", None) or ()
+    return [str(value) for value in given]
+
+
 def _case(pattern: str, words: list[str]) -> str:
     return f"        {shlex.quote(pattern)}) echo {shlex.quote(' '.join(words))};;"
 
@@ -50,10 +58,11 @@ def script(parser: argparse.ArgumentParser) -> str:
         for action in command._actions:
             if isinstance(action, argparse._SubParsersAction):
                 words += list(action.choices)
-            elif action.choices and not action.option_strings:
-                words += [str(choice) for choice in action.choices]
-            elif action.choices:
-                values = [str(choice) for choice in action.choices]
+            elif not (values := _values(action)):
+                continue
+            elif not action.option_strings:
+                words += values
+            else:
                 choices += [_case(f"{key}|{flag}", values) for flag in action.option_strings]
         if words:
             subs.append(_case(key, words))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,10 +138,11 @@ def render(result: Examination, fail_on: str, elapsed: float, *, failing: bool) 
     """The report for a person: most severe first, each with its evidence and fix."""
     from collections import Counter
 
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    from pgsteady.cli._console import console as make_console
+
+    console = make_console(highlight=False, soft_wrap=True, width=None)
     pg, bouncer, log = (result.checked.get(k) for k in ("postgres", "pgbouncer",
                                                           "pgbouncer_log"))
     looked = []

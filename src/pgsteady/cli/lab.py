@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -97,10 +99,11 @@ def _check_outputs(args: argparse.Namespace, name: str) -> None:
 
 def _with_progress(run: Any, config: Any, total: float, base_dir: str | None) -> Any:
     """``run(config, advance, base_dir=...)`` under a progress bar on stderr (a terminal only)."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    err = Console(stderr=True)
+    from pgsteady.cli._console import console
+
+    err = console(stderr=True)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
                   console=err, transient=True, disable=not err.is_terminal) as progress:
         task = progress.add_task("starting the lab", total=total)
@@ -108,7 +111,29 @@ def _with_progress(run: Any, config: Any, total: float, base_dir: str | None) ->
         def advance(label: str, seconds: float) -> None:
             progress.update(task, description=label, advance=seconds)
 
-        return run(config, advance, base_dir=base_dir)
+        with _logs_above_the_bar():
+            return run(config, advance, base_dir=base_dir)
+
+
+@contextlib.contextmanager
+def _logs_above_the_bar() -> Iterator[None]:
+    """Log lines go through the progress bar's own stderr while it is shown, which prints
+    them above the bar; the handler ``-v`` set up kept the real stderr and wrote its lines
+    onto the bar's line ("... 0:00:23pgsteady.lab: lab cluster up")."""
+    logging = sys.modules.get("logging")
+    redirected = sys.stderr  # rich's proxy while the bar is live on a terminal
+    if logging is None or redirected is sys.__stderr__:
+        yield
+        return
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.StreamHandler) and h.stream is sys.__stderr__]
+    for handler in handlers:
+        handler.setStream(redirected)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.setStream(sys.__stderr__)
 
 
 def write_outputs(report: Any, result: Any, args: argparse.Namespace, name: str) -> None:
@@ -166,12 +191,12 @@ def run_up(args: argparse.Namespace) -> int:
 
 def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
     """Run one scenario as its options say, print its tables and write its files."""
-    from rich.console import Console
+    from pgsteady.cli._console import console
 
     config = scenario.config(**scenario.prepare(_knobs.given(scenario.config, args)))
     _check_outputs(args, scenario.json_name)
     _stop_on_signals()
-    out = Console(width=None if sys.stdout.isatty() else 200)
+    out = console()
     result = _with_progress(scenario.run, config, scenario.seconds(config), args.dir)
     report = scenario.report_module()
     for table in report.tables(result):

@@ -90,10 +90,12 @@ def register(verbs: Any) -> None:
     lint.add_argument("--large-table", type=_rows, metavar="ROWS",
                       help="with --dsn: tables with at least this many rows make size-aware "
                            "findings errors, smaller ones warnings (default 1M; 250k works)")
-    lint.add_argument("--tool", metavar="NAME",
-                      help="how the files are run, which decides transactions, timeouts and the "
-                           f"Up part: {PROFILES}, or auto (default: detected "
-                           "from the folder's layout)")
+    tool = lint.add_argument(
+        "--tool", metavar="NAME",
+        help="how the files are run, which decides transactions, timeouts and the "
+             f"Up part: {PROFILES}, or auto (default: detected from the folder's layout)")
+    # Checked by runners.check_name (a clearer error than argparse's), completed all the same.
+    tool.completions = ("auto", *PROFILES.split(", "))
     _renamed.add_alias(lint, "--runner", "--tool", "tool", metavar="NAME")
     lint.add_argument("--django-settings", metavar="MODULE",
                       help="with --tool django: the project's settings module (default: "
@@ -220,6 +222,7 @@ def run_lint(args: argparse.Namespace) -> int:
     quick_key = None
     read = [*paths, *filter(None, [args.history])]
     if store is not None:
+        quick.stamp(read, config.source)  # before any file is read: an edit is a change
         quick_key = cache.stat_key(config, (args.tool, args.history), read)
         hit = store.quick(quick_key) if quick_key else None
         if hit is not None:  # nothing touched since the last run: no file read
@@ -227,7 +230,8 @@ def run_lint(args: argparse.Namespace) -> int:
             runner, reason = hit.runner, hit.reason
         else:
             report, runner, reason = _run(args, config, paths, store)
-            if quick_key and not report.syntax_errors:
+            if (quick_key and not report.syntax_errors
+                    and cache.stat_key(config, (args.tool, args.history), read) == quick_key):
                 store.store(quick_key, cache.Quick(report.files, runner, reason,
                                                    report.skipped))
     else:

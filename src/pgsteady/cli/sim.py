@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -96,25 +95,18 @@ def _check_paths(*paths: str | None, directory: str | None = None) -> None:
         raise UsageError(f"{directory} is not a directory; choose another --out")
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    return Console(width=None if sys.stdout.isatty() else 200)
-
-
 def run_pool_drain(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from pgsteady.cli._console import console
     from pgsteady.cli.lab import write_outputs
     from pgsteady.lab.scenarios import pool_drain_report as report
     from pgsteady.sim.run import run_model
 
     config = _config(args)
     _check_paths(args.json, directory=args.out)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     started = time.perf_counter()
     result = run_model(config)
-    out = _console()
+    out = console()
     for table in report.tables(result):
         out.print(table)
     err.print(f"model: {len(result.runs)} run(s) of {config.duration:g} simulated s in "
@@ -124,15 +116,14 @@ def run_pool_drain(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from pgsteady.cli._console import console
     from pgsteady.lab.scenarios.pool_drain import run_pool_drain as lab_run
     from pgsteady.sim import validate as check
     from pgsteady.sim.report import validation_table
 
     json_path = _validate_json_path(args.json, args.out)
     _check_paths(None if json_path == "-" else json_path, directory=args.out)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     grid = check.QUICK if args.quick else check.FULL
     result = check.validate(grid, lambda config: lab_run(config, base_dir=args.dir,
                                                          hold_sample=True),
@@ -141,7 +132,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if json_path == "-":
         print(json.dumps(document, indent=2))
     else:
-        _console().print(validation_table(result))
+        console().print(validation_table(result))
     if json_path and json_path != "-":
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,8 +152,7 @@ def _validate_json_path(json_file: str | None, out: str | None) -> str | None:
 
 
 def run_phase_map(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from pgsteady.cli._console import console
     from pgsteady.sim import phase_map
     from pgsteady.sim.report import phase_map_tables, write_phase_map
 
@@ -170,14 +160,14 @@ def run_phase_map(args: argparse.Namespace) -> int:
     x = phase_map.parse_axis(args.x, args.steps, config)
     y = phase_map.parse_axis(args.y, args.steps, config)
     _check_paths(directory=args.out)
-    err = Console(stderr=True)
+    err = console(stderr=True)
     started = time.perf_counter()
     result = phase_map.run_phase_map(
         config, x, y, jobs=args.jobs,
         progress=lambda done, total: err.print(f"cell {done}/{total}") if err.is_terminal
         else None)
     for table in phase_map_tables(result):
-        _console().print(table)
+        console().print(table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "phase-map.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")

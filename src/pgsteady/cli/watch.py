@@ -66,12 +66,12 @@ def run(args: argparse.Namespace) -> int:
             _loop(exporter, evaluator, args, lambda view: print(
                 json.dumps(view, default=str), flush=True))
         else:
-            from rich.console import Console
             from rich.live import Live
 
+            from pgsteady.cli._console import console as make_console
             from pgsteady.cli._watch_view import render
 
-            console = Console(file=sys.stdout)
+            console = make_console(width=None)
             with Live(console=console, auto_refresh=False, transient=False) as live:
                 _loop(exporter, evaluator, args,
                       lambda view: live.update(render(view), refresh=True))

@@ -13,6 +13,7 @@ Every Redis failure surfaces as one :class:`CacheUnavailable`.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -200,8 +201,17 @@ def _pack(payload: bytes) -> bytes:
 
 
 def _unpack(raw: bytes) -> tuple[bytes, float]:
-    stamp, _, payload = raw.partition(b"|")
-    return payload, max(0.0, time.time() - float(stamp))
+    """(payload, age); ValueError for a value pgsteady did not write (the cache's miss): a
+    NaN, infinite or future stamp would otherwise read as age 0, fresh for ever."""
+    stamp, bar, payload = raw.partition(b"|")
+    age = time.time() - float(stamp)
+    if not bar or not math.isfinite(age) or age < -_CLOCK_SKEW:
+        raise ValueError("not a pgsteady cache entry (no valid time stamp)")
+    return payload, max(0.0, age)
+
+
+_CLOCK_SKEW = 60.0
+"""Seconds a stamp may lie in the future (another host's clock ahead of this one's)."""
 
 
 class RedisBackend:

@@ -168,12 +168,27 @@ class _Rules:
             return None
         payload, age = found
         if self._encoded:
-            try:
-                payload = self.codec.loads(payload)
-            except ValueError:  # a corrupt or foreign entry: a miss, never a crash
-                log.warning("cache entry %r cannot be decoded; loading it again", key)
+            decoded, payload = self.decode(key, payload)
+            if not decoded:
                 return None
         return Served(payload, age >= self.fresh_for, age)
+
+    def decode(self, key: str, payload: Any) -> tuple[bool, Any]:
+        """``(True, value)``, or ``(False, None)`` for an entry the codec cannot read."""
+        try:
+            return True, self.codec.loads(payload)
+        except Exception as exc:  # whatever a shared store holds: a miss, never a crash
+            self.foreign(key, exc)
+            return False, None
+
+    def foreign(self, key: str, exc: Exception) -> None:
+        """An entry this cache did not write (damaged, or another program's under the same
+        key) is a miss: the loader runs and its value overwrites the entry. A bad entry
+        stays until then on every process that shares it, hence one warning per period."""
+        self.note("foreign", logging.WARNING,
+                  "cache entry %r is not one this cache wrote (%s); treated as a miss: "
+                  "loaded again and overwritten", key,
+                  str(exc)[:200] or type(exc).__name__)
 
     def backend_failed(self, exc: CacheUnavailable, doing: str) -> None:
         if isinstance(exc.__cause__, CircuitOpen):  # not asked: its breaker logs the outage
@@ -258,23 +273,18 @@ class StaleCache:
                     deadline: Duration = None) -> T:
         """The value for ``key``: cached, freshly loaded, or stale if the load failed."""
         rules = self._rules
-        try:
-            found = self.backend.get(key)
-        except CacheUnavailable as exc:
-            found = rules.read_locally(exc, key)
+        found = self._found(key)
         if found is not None and found[1] < rules.fresh_for:  # the hot path: a fresh hit
             value: T
             if rules.objects:
                 rules.hit()
                 value = found[0]
                 return value
-            try:
-                value = rules.codec.loads(found[0])
-            except ValueError:
-                pass  # a corrupt entry: the slow path logs it and loads again
-            else:
-                rules.hit()
-                return value
+            decoded, value = rules.decode(key, found[0])
+            if not decoded:  # logged: a miss
+                return self._lookup(key, loader, deadline, None).value
+            rules.hit()
+            return value
         served: T = self._lookup(key, loader, deadline, rules.entry(found, key)).value
         return served
 
@@ -325,11 +335,16 @@ class StaleCache:
             rules.land(key, flight)
 
     def _read(self, key: str) -> Served[Any] | None:
+        return self._rules.entry(self._found(key), key)
+
+    def _found(self, key: str) -> tuple[Any, float] | None:
         try:
-            found = self.backend.get(key)
+            return self.backend.get(key)
         except CacheUnavailable as exc:
-            found = self._rules.read_locally(exc, key)
-        return self._rules.entry(found, key)
+            return self._rules.read_locally(exc, key)
+        except ValueError as exc:  # RedisBackend: a value in no entry's shape (see foreign)
+            self._rules.foreign(key, exc)
+            return None
 
     def _store(self, key: str, payload: Any) -> None:
         try:
@@ -436,6 +451,9 @@ class AsyncStaleCache:
             found = await self.backend.aget(key)
         except CacheUnavailable as exc:
             found = self._rules.read_locally(exc, key)
+        except ValueError as exc:  # RedisBackend: a value in no entry's shape (see foreign)
+            self._rules.foreign(key, exc)
+            found = None
         return self._rules.entry(found, key)
 
     async def _store(self, key: str, payload: Any) -> None:

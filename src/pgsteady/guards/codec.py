@@ -32,7 +32,8 @@ _MARK = b"~"
 # Tagged types: name -> (type, to JSON, from JSON). Exact types only: a subclass would come
 # back as its base class.
 _TAGGED: dict[str, tuple[type, Callable[[Any], Any], Callable[[Any], Any]]] = {
-    "bytes": (bytes, lambda v: base64.b64encode(v).decode(), base64.b64decode),
+    "bytes": (bytes, lambda v: base64.b64encode(v).decode(),
+              lambda v: base64.b64decode(v, validate=True)),
     "datetime": (dt.datetime, dt.datetime.isoformat, dt.datetime.fromisoformat),
     "date": (dt.date, dt.date.isoformat, dt.date.fromisoformat),
     "time": (dt.time, dt.time.isoformat, dt.time.fromisoformat),
@@ -63,10 +64,21 @@ class TypedJson:
             _tagged(obj, "value")
 
     def loads(self, s: str | bytes) -> Any:
+        """The value ``s`` holds; :class:`ValueError` for anything else (a damaged entry, or
+        another program's under the same key: a cache treats that as a miss)."""
         data = s.encode() if isinstance(s, str) else s
-        if data[:1] == _MARK:
-            return json.loads(data[1:], object_hook=_untag)
-        return json.loads(data)
+        try:
+            if data[:1] == _MARK:
+                return json.loads(data[1:], object_hook=_untag)
+            return json.loads(data)
+        except ValueError:
+            raise
+        # What a tag with the wrong contents, a huge timedelta or JSON nested past Python's
+        # recursion limit raise instead of ValueError.
+        except (TypeError, KeyError, IndexError, AttributeError, OverflowError,
+                RecursionError) as exc:
+            raise ValueError(f"not a cache entry TypedJson wrote ({type(exc).__name__})") \
+                from None
 
 
 def _plain(obj: Any) -> bool:
@@ -114,6 +126,8 @@ def _untag(obj: dict[str, Any]) -> Any:
         return obj
     value = obj["v"]
     if name == "tuple":
+        if type(value) is not list:
+            raise ValueError("a tagged tuple that is not a list in a cache entry")
         return tuple(value)
     if name == "dict":
         return {key: item for key, item in value}

@@ -46,6 +46,11 @@ SCRAPE_TIMEOUT = 3.0
 TOP_LABELS = 20  # per-label series (application_name, relation) kept per metric, largest first
 LOG_READ_BYTES = 8 * 1024 * 1024  # new log bytes read per scrape at most (the rest: next one)
 CLOSE_WAIT = 5.0  # seconds close() waits for reads under way
+#: A /metrics answer reuses a scrape that started less than this long ago (seconds): a
+#: client pipelining requests, or two Prometheus servers scraping together, get one
+#: PostgreSQL snapshot rather than one each. Below any scrape interval Prometheus allows in
+#: practice (1 s and up), so a scrape on schedule is always fresh.
+SHARE_FOR = 1.0
 QUERY_CHARS = 40  # the exporter shows no query text; a little keeps the snapshot cheap
 ADMIN_DB = "pgbouncer"
 
@@ -269,6 +274,7 @@ class Exporter:
                  timeout: float = SCRAPE_TIMEOUT, label: str = "pgsteady-exporter") -> None:
         self.timeout = timeout
         self._lock = threading.Lock()
+        self._last: Scrape | None = None
         self._refill = RefillTracker()
         self._sources: list[_Source] = []
         if dsn is not None:
@@ -286,10 +292,17 @@ class Exporter:
     def sources(self) -> list[str]:
         return [s.name for s in self._sources]
 
-    def scrape(self, timeout: float | None = None, *, quiet: bool = False) -> Scrape:
+    def scrape(self, timeout: float | None = None, *, quiet: bool = False,
+               max_age: float = 0.0) -> Scrape:
         """Read every source in parallel; whatever has not answered by the deadline is down
-        (logged, unless ``quiet``)."""
+        (logged, unless ``quiet``). With ``max_age``, a scrape (made with ``max_age`` too)
+        that started less than that many seconds ago is returned as it is, reading nothing."""
         start = time.monotonic()
+        if max_age > 0:
+            with self._lock:
+                last = self._last
+            if last is not None and start - last.at < max_age:
+                return last
         deadline = start + (self.timeout if timeout is None else timeout)
         with self._lock:
             futures = {}
@@ -331,8 +344,13 @@ class Exporter:
                 ((), float(totals.get("not_ready", 0)))]
             values["pgsteady_pgbouncer_dropped_cancels_total"] = [
                 ((), float(totals.get("cancel_idle", 0)))]
-        return Scrape(start, time.monotonic() - start, up, errors, values, pg, pgb,
-                      misconfigured)
+        scrape = Scrape(start, time.monotonic() - start, up, errors, values, pg, pgb,
+                        misconfigured)
+        if max_age > 0:  # shared only among the scrapes that ask for it (/metrics)
+            with self._lock:
+                if self._last is None or self._last.at < start:
+                    self._last = scrape
+        return scrape
 
     def close(self, wait: float = CLOSE_WAIT) -> None:
         """Wait up to ``wait`` seconds for reads still under way (their own timeouts end them);
@@ -376,13 +394,15 @@ def families(scrape: Scrape) -> Iterator[Metric]:
 
 
 class ExporterCollector:
-    """A prometheus-client collector: one :meth:`Exporter.scrape` per collection."""
+    """A prometheus-client collector: one :meth:`Exporter.scrape` per collection, shared by
+    the collections within ``share_for`` seconds of it (:data:`SHARE_FOR`)."""
 
-    def __init__(self, exporter: Exporter) -> None:
+    def __init__(self, exporter: Exporter, share_for: float = SHARE_FOR) -> None:
         self.exporter = exporter
+        self.share_for = share_for
 
     def collect(self) -> Iterator[Metric]:
-        yield from families(self.exporter.scrape())
+        yield from families(self.exporter.scrape(max_age=self.share_for))
 
     def describe(self) -> list[Metric]:
         return []  # no scrape at registration time

@@ -9,6 +9,7 @@ PgBouncer's checks live in :mod:`.findings_pgbouncer`.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from pgsteady import _majors
 from pgsteady._docs import LOCK_QUEUE
 from pgsteady.inspect.postgres import PostgresSnapshot, Session, Setting
+from pgsteady.sql import text as sqltext
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
@@ -78,6 +80,11 @@ def age_text(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 session``, ``2 sessions``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def who(session: Session) -> str:
     """``pid 123 'dashboard-logs' (user app, 10.0.0.5:4312)``."""
     where = ", ".join(p for p in (f"user {session.user}" if session.user else "",
@@ -106,7 +113,8 @@ def _lock_queue(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
         root = q.roots[0] if q.roots else None
         behind = f", which waits behind {who(root)}" if root else ""
         cancel = f"SELECT pg_cancel_backend({q.waiter.pid});"
-        fix = (f"{cancel}  -- the waiting {_verb(q.waiter.query)}: the queue drains at once; "
+        fix = (f"{cancel}  -- the waiting {waiting_statement(q.waiter.query)}: the queue "
+               f"drains at once (or: pgsteady blockers --cancel {q.waiter.pid}); "
                f"retry it later with SET lock_timeout = '5s' (pgsteady migrate does)")
         if root is not None:
             fix += (f"\nSELECT pg_terminate_backend({root.pid});  -- the root blocker "
@@ -114,9 +122,9 @@ def _lock_queue(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
                     f"(or: pgsteady blockers --terminate {root.pid})")
         found.append(Finding(
             "lock-queue", "critical",
-            f"{len(q.queued)} sessions queued on {q.relation} behind pid {q.waiter.pid} waiting "
-            f"for ACCESS EXCLUSIVE{behind}",
-            {"relation": q.relation, "queued_total": len(q.queued),
+            f"{plural(q.waiting, 'session')} waiting on {q.relation}: pid {q.waiter.pid} waits "
+            f"for ACCESS EXCLUSIVE{behind}, {len(q.queued)} more queue behind it",
+            {"relation": q.relation, "waiting_total": q.waiting, "queued_total": len(q.queued),
              "waiting_for_access_exclusive": {**q.waiter.as_dict(),
                                               "wait_age_s": _r(q.waiter_lock.wait_age)},
              "roots": [s.as_dict() for s in q.roots], "queued": _sessions(q.queued)},
@@ -125,8 +133,29 @@ def _lock_queue(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
 
 
 def _verb(query: str) -> str:
-    words = query.split()[:2]
+    words = query[sqltext.skip_blanks(query):].split()[:2]
     return " ".join(words).upper() if words else "statement"
+
+
+# Statements that take a lock strong enough to queue a whole table (ACCESS EXCLUSIVE, or
+# SHARE for CREATE INDEX): the one a lock queue's waiter is running, among several.
+_STRONG = re.compile(r"(ALTER|DROP|TRUNCATE|LOCK|REINDEX|CLUSTER|VACUUM\s+FULL|REFRESH|"
+                     r"CREATE\s+(UNIQUE\s+)?INDEX)\b", re.IGNORECASE)
+
+
+def waiting_statement(query: str) -> str:
+    """The statement of ``query`` (pg_stat_activity's text, maybe several statements sent at
+    once) that waits for the lock, in two words (``ALTER TABLE``); when it cannot be told,
+    says it is one of several."""
+    statements = [c.text[sqltext.skip_blanks(c.text):] for c in sqltext.split(query)]
+    statements = [text for text in statements if text.strip()]
+    if len(statements) <= 1:
+        return _verb(query)
+    strong = [text for text in statements if _STRONG.match(text)]
+    if len(strong) == 1:
+        return f"{_verb(strong[0])} (one of the {len(statements)} statements it sent)"
+    shown = ", ".join(_verb(text) for text in (strong or statements)[:3])
+    return f"statement, one of the {len(statements)} it sent ({shown}, ...)"
 
 
 def _blocking_chain(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
@@ -138,7 +167,7 @@ def _blocking_chain(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
         root = chain.root
         found.append(Finding(
             "blocking-chain", "warning",
-            f"{who(root)} blocks {len(chain.queued)} session(s); the longest has waited "
+            f"{who(root)} blocks {plural(len(chain.queued), 'session')}; the longest has waited "
             f"{age_text(chain.longest_wait)}",
             {"root": root.as_dict(),
              "holds": [{"mode": lock.mode, "relation": lock.relation} for lock in chain.holds],
@@ -160,7 +189,7 @@ def _long_transaction(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
     oldest = long[0]
     return [Finding(
         "long-transaction", "warning",
-        f"{len(long)} transaction(s) open longer than {age_text(th.long_transaction)}; the "
+        f"{plural(len(long), 'transaction')} open longer than {age_text(th.long_transaction)}; the "
         f"oldest, {who(oldest)}, for {age_text(oldest.xact_age)}",
         {"count": len(long), "threshold_s": th.long_transaction, "sessions": _sessions(long)},
         f"SELECT pg_cancel_backend({oldest.pid});  -- or pg_terminate_backend if it is idle "
@@ -177,7 +206,7 @@ def _idle_in_transaction(snap: PostgresSnapshot, th: Thresholds) -> list[Finding
     oldest = idle[0]
     return [Finding(
         "idle-in-transaction", "warning",
-        f"{len(idle)} session(s) idle in an open transaction longer than "
+        f"{plural(len(idle), 'session')} idle in an open transaction longer than "
         f"{age_text(th.idle_in_transaction)}; the oldest, {who(oldest)}, for "
         f"{age_text(oldest.state_age)}",
         {"count": len(idle), "threshold_s": th.idle_in_transaction,
@@ -314,8 +343,8 @@ def _unlabelled(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
     groups = Counter((s.user, s.client_addr or "local") for s in bare)
     return [Finding(
         "unlabelled-sessions", "warning",
-        f"{len(bare)} session(s) without an application_name: in an incident nobody can tell "
-        f"whose they are",
+        f"{plural(len(bare), 'session')} without an application_name: in an incident nobody "
+        f"can tell whose they are",
         {"count": len(bare), "by_user_and_client": [
             {"user": u, "client": c, "sessions": n} for (u, c), n in groups.most_common(5)],
          "pids": [s.pid for s in bare[:20]]},

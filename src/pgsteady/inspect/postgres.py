@@ -199,6 +199,12 @@ class LockQueue:
     roots: tuple[Session, ...]  # what the waiter itself waits behind, at the top of the chain
     queued: tuple[Session, ...]  # sessions waiting behind the waiter
 
+    @property
+    def waiting(self) -> int:
+        """Sessions waiting in this queue, the ACCESS EXCLUSIVE request included: the count
+        ``blockers`` and ``watch`` show for its chain."""
+        return waiting_sessions((self.waiter, *self.queued))
+
 
 @dataclass(frozen=True)
 class PostgresSnapshot:
@@ -356,6 +362,12 @@ def _unknown(pid: int) -> Session:
     what = "prepared transaction" if pid == 0 else "gone"
     return Session(pid, "", "", "", None, None, what, what, None, None, None, None, None, None,
                    None, False, "")
+
+
+def waiting_sessions(sessions: Iterable[Session]) -> int:
+    """Sessions waiting for a lock another session holds: the one count blockers, watch and
+    doctor show (a waiting ALTER included, and everything queued behind it)."""
+    return sum(1 for s in sessions if s.blocked_by)
 
 
 def find_lock_queues(sessions: Sequence[Session], locks: Iterable[Lock]) -> list[LockQueue]:

@@ -160,3 +160,14 @@ _SAME_SESSION = ("FROM pg_stat_activity WHERE pid = %(pid)s AND backend_start = 
                  "AND usename IS NOT DISTINCT FROM %(usename)s")
 TERMINATE = f"SELECT pg_terminate_backend(pid) {_SAME_SESSION}"
 CANCEL = f"SELECT pg_cancel_backend(pid) {_SAME_SESSION}"
+# Another role's session, seen without pg_read_all_stats (backend_start hidden): named by its
+# user, its database and its transaction as pg_locks shows it to every role.
+TRANSACTION_OF = ("SELECT virtualtransaction FROM pg_locks WHERE pid = %(pid)s "
+                  "AND virtualtransaction IS NOT NULL LIMIT 1")
+_SAME_HIDDEN = ("FROM pg_stat_activity a WHERE a.pid = %(pid)s "
+                "AND a.usename IS NOT DISTINCT FROM %(usename)s "
+                "AND coalesce(a.datname::text, '') = %(database)s "
+                "AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid "
+                "AND l.virtualtransaction = %(transaction)s)")
+TERMINATE_HIDDEN = f"SELECT pg_terminate_backend(a.pid) {_SAME_HIDDEN}"
+CANCEL_HIDDEN = f"SELECT pg_cancel_backend(a.pid) {_SAME_HIDDEN}"

@@ -127,6 +127,9 @@ class Driver:
         self.sa_engine: AsyncEngine | None = None
         self.sa_steady: AsyncSteady | None = None
         self._count_lock = threading.Lock()
+        # Set when the run ends early (Ctrl-C cancels the tasks; the caller threads of
+        # ``steady`` cannot be cancelled and would run on to the end of the run).
+        self._stopping = threading.Event()
 
     def _second(self) -> int:
         return int(time.monotonic() - self.t0)
@@ -159,6 +162,7 @@ class Driver:
                      for shift in shifts for _ in range(shift.workers)]
             await asyncio.gather(*tasks)
         finally:
+            self._stopping.set()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -285,7 +289,7 @@ class Driver:
     def _caller_thread(self, stop_at: float) -> None:
         assert self.sync_db is not None
         deadline = self.target.deadline
-        while time.monotonic() < stop_at:
+        while time.monotonic() < stop_at and not self._stopping.is_set():
             try:
                 self.sync_db.fetchone(self.target.query, deadline=deadline)
                 counter = self.series.answered

@@ -24,6 +24,8 @@ with needs("cli", "the lab's tables"):
     from rich.text import Text
 
 ALWAYS = 0
+#: The legend's meanings wrap at this width, whatever the console's.
+LEGEND_WIDTH = 96
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ class FitTable:
         if entries:
             legend = Table.grid(padding=(0, 1))
             legend.add_column(no_wrap=True, style="bold")
-            legend.add_column()
+            # A paragraph's width: a file or a pipe gets a 200-column console, and a long
+            # note would otherwise pad every legend line to it.
+            legend.add_column(max_width=LEGEND_WIDTH)
             for key, meaning in entries:
                 legend.add_row(Text(key), Text(meaning))
             yield legend

@@ -15,10 +15,13 @@ they built, so:
 
 Entries are JSON, plain data and nothing else: the folder sits in the project being linted,
 so a pull request can put files there, and loading one must never run code (a pickle would).
-Each names its format, the linter's code stamp and its key, and is rebuilt field by field with
-every type checked; one that does not parse, or that another version of the code wrote, is a
-miss, never an error, and is replaced when the run stores its result. Written atomically
-(temporary file, then rename); at most :data:`MAX_ENTRIES` are kept, the oldest go first.
+:mod:`cachedir` keeps the folder safe: no link followed, reads capped, temporary files made
+exclusively, and every entry signed with a secret kept outside the project, so an entry a
+repository carries is a miss, never a verdict. Each names its format, the linter's code stamp
+and its key, and is rebuilt field by field with every type checked; one that does not parse,
+or that another version of the code wrote, is a miss, never an error, and is replaced when
+the run stores its result. Written atomically (exclusive temporary file, then rename); at most
+:data:`MAX_ENTRIES` are kept, the oldest go first.
 ``--no-cache`` bypasses all of it; ``--dsn`` runs are not cached (the database changes).
 """
 
@@ -26,15 +29,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from pgsteady._debuglog import debug
 from pgsteady._version import __version__
+from pgsteady.lint import cachedir
 from pgsteady.lint.config import LintConfig
 from pgsteady.lint.files import Unit
-from pgsteady.lint.quick import code_stamp, file_stamps
+from pgsteady.lint.quick import code_stamp, file_stamps, racy
 from pgsteady.lint.report import FileReport, Finding, SyntaxProblem
 from pgsteady.lint.schema import ColumnType, Schema, Table
 
@@ -45,7 +49,7 @@ if TYPE_CHECKING:
 LOGGER = "pgsteady.lint"
 FOLDER = ".pgsteady_cache"
 MAX_ENTRIES = 64
-_FORMAT = "pgsteady-lint-cache-3"
+_FORMAT = "pgsteady-lint-cache-4"
 _SUFFIX = ".json"
 
 
@@ -74,12 +78,16 @@ class Quick:
 
 def stat_key(config: LintConfig, options: tuple[object, ...], paths: Sequence[str],
              ) -> str | None:
-    """A key from the code, the configuration, the options and every file's path, size and
-    modification time under ``paths`` (folders walked whole: a new file, or a tool's marker
+    """A key from the code, the configuration, the options and every file's path, size,
+    times and inode under ``paths`` (folders walked whole: a new file, or a tool's marker
     file, changes it; a file given alone brings its folder's and the one above's times, which
-    change when an entry is added or removed). None if a path is missing."""
-    stamps = file_stamps(paths)
-    if stamps is None:
+    change when an entry is added or removed). Take it before reading the files. None if a
+    path is missing, or if a file was written so recently that an edit could keep its
+    modification time (:func:`quick.racy`): then no run is stored under it."""
+    started = time.time_ns()
+    newest: list[int] = []
+    stamps = file_stamps(paths, newest)
+    if stamps is None or racy(newest[0], started):
         return None
     digest = hashlib.blake2b(_code_fingerprint(), digest_size=20)
     digest.update(repr((_config_fields(config), options)).encode())
@@ -125,10 +133,27 @@ def _unit_bytes(unit: Unit) -> bytes:
 
 
 class Cache:
-    """Entries under ``folder``; every failure to read or write is logged and ignored."""
+    """Entries under ``folder``, opened through :mod:`cachedir` (no link followed, every entry
+    signed with the user's secret); every failure to read or write is logged and ignored."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._open: list[cachedir.Folder | None] = []
+
+    def _folder(self, create: bool) -> cachedir.Folder | None:
+        """The folder, opened once per process (or None: unsafe, or no secret)."""
+        if not self._open or (self._open[0] is None and create):
+            opened = cachedir.open_folder(str(self.folder), create)
+            if opened is None:
+                debug(LOGGER, "cache folder %s missing or not safe to use", self.folder)
+            self._open[:] = [opened]
+        return self._open[0]
+
+    def close(self) -> None:
+        """Close the folder's descriptor (the process's end does it too)."""
+        if self._open and self._open[0] is not None:
+            self._open[0].close()
+        self._open.clear()
 
     def longest(self, keys: Sequence[str]) -> tuple[int, Entry | None]:
         """(how many units the longest cached prefix covers, its entry)."""
@@ -140,7 +165,7 @@ class Cache:
 
     def quick(self, key: str) -> Quick | None:
         """The report stored under a metadata key, if any."""
-        data = self._load(f"s-{key}", key, "quick")
+        data = self._load(key, "quick")
         if data is None:
             return None
         try:
@@ -151,7 +176,7 @@ class Cache:
             return None
 
     def _read(self, key: str) -> Entry | None:
-        data = self._load(key, key, "entry")
+        data = self._load(key, "entry")
         if data is None:
             return None
         try:
@@ -160,21 +185,29 @@ class Cache:
             debug(LOGGER, "cache entry %s not ours: %r", key, exc)
             return None
 
-    def _load(self, name: str, key: str, kind: str) -> dict[str, Any] | None:
-        """The data of entry ``name`` if it is JSON this code wrote for ``key``, else None."""
-        path = self.folder / f"{name}{_SUFFIX}"
-        try:
-            document = json.loads(path.read_bytes())
-        except FileNotFoundError:
+    def _name(self, folder: cachedir.Folder, key: str, kind: str) -> str:
+        return f"{'s-' if kind == 'quick' else ''}{folder.name(kind, key.encode())}{_SUFFIX}"
+
+    def _load(self, key: str, kind: str) -> dict[str, Any] | None:
+        """The data of the ``kind`` entry for ``key`` if it is JSON this code wrote, signed
+        with this user's secret, else None."""
+        folder = self._folder(create=False)
+        if folder is None:
             return None
-        except (OSError, ValueError, RecursionError) as exc:  # a damaged entry is a miss
-            debug(LOGGER, "cache entry %s unreadable: %s", path, exc)
+        name = self._name(folder, key, kind)
+        body = folder.read(name)
+        if body is None:
+            return None
+        try:
+            document = json.loads(body)
+        except (ValueError, RecursionError) as exc:  # a damaged entry is a miss
+            debug(LOGGER, "cache entry %s unreadable: %s", name, exc)
             return None
         if not (isinstance(document, dict) and document.get("format") == _FORMAT
                 and document.get("code") == _code_fingerprint().hex()
                 and document.get("key") == key and document.get("kind") == kind
                 and isinstance(document.get("data"), dict)):
-            debug(LOGGER, "cache entry %s: another format, code or key", path)
+            debug(LOGGER, "cache entry %s: another format, code or key", name)
             return None
         data: dict[str, Any] = document["data"]
         return data
@@ -182,36 +215,24 @@ class Cache:
     def store(self, key: str, entry: Entry | Quick) -> None:
         """Write one entry atomically, then trim the folder to MAX_ENTRIES."""
         if isinstance(entry, Quick):
-            name, kind = f"s-{key}", "quick"
+            kind = "quick"
             data: dict[str, object] = {
                 "reports": [_report_data(r) for r in entry.reports], "runner": entry.runner,
                 "reason": entry.reason, "skipped": [list(s) for s in entry.skipped]}
         else:
-            name, kind = key, "entry"
+            kind = "entry"
             data = {"reports": [_report_data(r) for r in entry.reports],
                     "schema": _schema_data(entry.schema)}
         document = {"format": _FORMAT, "code": _code_fingerprint().hex(), "key": key,
                     "kind": kind, "data": data}
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            gitignore = self.folder.parent / ".gitignore"
-            if self.folder.parent.name == FOLDER and not gitignore.exists():
-                gitignore.write_text("# Automatically created by pgsteady lint.\n*\n")
-            # Own name per process (tempfile would cost the warm path shutil, bz2, lzma).
-            temporary = self.folder / f"{name}.{os.getpid()}.tmp"
-            temporary.write_text(json.dumps(document, separators=(",", ":")),
-                                 encoding="ascii")
-            os.replace(temporary, self.folder / f"{name}{_SUFFIX}")
-            self._trim()
-        except OSError as exc:
-            debug(LOGGER, "cache not written in %s: %s", self.folder, exc)
-
-    def _trim(self) -> None:
-        for stale in self.folder.glob("*.pickle"):  # older versions' entries: never read
-            stale.unlink(missing_ok=True)
-        entries = sorted(self.folder.glob(f"*{_SUFFIX}"), key=lambda p: p.stat().st_mtime_ns)
-        for old in entries[:-MAX_ENTRIES]:
-            old.unlink(missing_ok=True)
+        folder = self._folder(create=True)
+        if folder is None:
+            return
+        body = json.dumps(document, separators=(",", ":")).encode("ascii")
+        if folder.write(self._name(folder, key, kind), body):
+            folder.trim(MAX_ENTRIES, _SUFFIX, (".pickle",))
+        else:
+            debug(LOGGER, "cache not written in %s", self.folder)
 
 
 # -- entries as JSON: written from the records, read back with every type checked --------

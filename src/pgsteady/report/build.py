@@ -21,14 +21,22 @@ def build_report(paths: list[str], out: Path) -> Path:
                          f"{out / 'index.html'}")
     if out.parent.exists() and not out.parent.is_dir():
         raise UsageError(f"{out.parent} is not a folder; choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=out.parent)
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the page there ({exc.strerror}); choose "
+                         "another --out") from None
     try:
         # A lone surrogate ("\ud800" in the JSON) is not text; it shows as "?", not a crash.
         with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
             f.write(html)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"{out}: cannot write the page there ({exc.strerror}); choose "
+                         "another --out") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

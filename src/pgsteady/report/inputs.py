@@ -15,6 +15,12 @@ from pgsteady.errors import UsageError
 
 SUPPORTED_SCHEMA = 1
 MAX_FILE_BYTES = 200 * 1024 * 1024  # a 10-run lab file is ~1 MB; refuse what cannot be one
+#: The largest number a lab or model measures (ms, counts, rates stay far below): bigger
+#: ones, Infinity and NaN are refused, as no chart can place them.
+MAX_MAGNITUDE = 1e15
+#: Longer strings (names, labels, error texts) are cut to this many characters with a note
+#: saying how long they were: one 1 MB name, repeated in tables and legends, made a 55 MB page.
+MAX_STRING = 2000
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,9 @@ def load(path: Path) -> Result:
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: "
                          f"{exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, deep nesting
+        raise UsageError(f"{path}: not a lab or sim result ({exc})") from None
+    data = _checked(path, data)
     if not isinstance(data, dict) or "scenario" not in data:
         raise UsageError(f'{path}: not a pgsteady lab or sim result (no "scenario" field); '
                          "give files written by `pgsteady lab ... --json` or `pgsteady sim`")
@@ -90,12 +99,49 @@ def load(path: Path) -> Result:
     if runs is not None and not (model_only and isinstance(runs, int)):
         if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
             raise UsageError(f'{path}: "runs" must be a list of objects')
+        if not runs:
+            raise UsageError(f'{path}: "runs" is empty: the run recorded no result; run the '
+                             "lab again (or leave this file out)")
         for index, run in enumerate(runs, 1):
             per_second = run.get("per_second", [])
             if not isinstance(per_second, list) or not all(isinstance(r, dict)
                                                            for r in per_second):
                 raise UsageError(f'{path}: run {index}: "per_second" must be a list of objects')
     return Result(path, scenario, source, data)
+
+
+def _checked(path: Path, data: object) -> Any:
+    """``data`` with every number finite and at most :data:`MAX_MAGNITUDE` (else a
+    ``UsageError`` naming the field) and every string (and key) cut to :data:`MAX_STRING`
+    characters with a note. Walked with a stack: nesting is json's limit, not this one's."""
+    root: list[Any] = [data]
+    stack: list[tuple[list[Any] | dict[str, Any], Any, str]] = [(root, 0, "")]
+    while stack:
+        holder, slot, where = stack.pop()
+        value = holder[slot]
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int | float):
+            if not (-MAX_MAGNITUDE <= value <= MAX_MAGNITUDE):  # NaN fails both sides
+                raise UsageError(f"{path}: field {where or 'top'} is {value!r}, not a number a "
+                                 f"lab measures (finite, at most {MAX_MAGNITUDE:.0e}); is it "
+                                 "the right file?")
+        elif isinstance(value, str):
+            holder[slot] = _cut(value)
+        elif isinstance(value, list):
+            stack.extend((value, index, f"{where}[{index}]") for index in range(len(value)))
+        elif isinstance(value, dict):
+            if any(len(key) > MAX_STRING for key in value):
+                value = {_cut(key): item for key, item in value.items()}
+                holder[slot] = value
+            stack.extend((value, key, f"{where}.{key}" if where else key) for key in value)
+    return root[0]
+
+
+def _cut(value: str) -> str:
+    if len(value) <= MAX_STRING:
+        return value
+    return f"{value[:MAX_STRING]}… [cut: {len(value):,} characters]"
 
 
 def load_all(paths: list[str]) -> list[Result]:

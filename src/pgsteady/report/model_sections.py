@@ -59,7 +59,7 @@ def phase_map(result: Result, anchor: str) -> str:
         f"the share of {escape(str(runs))} simulated runs that collapsed (the pool never "
         "recovered after the trigger); the number in the cell is that share in percent, "
         "so the shading is never the only cue."
-        + (" The outlined cell is the seed's setting." if mark else "") + "</p>",
+        + (" The outlined cell is the outage's setting." if mark else "") + "</p>",
         config_list(result.data.get("config", {}), skip=("strategies",)),
     ]
     for strategy, grid in probabilities.items():
@@ -91,7 +91,7 @@ def _seed_sentence(grid: list[list[float | None]], mark: tuple[int, int] | None)
     if mark is None:
         return ""
     value = grid[mark[0]][mark[1]]
-    return "" if value is None else f" At the seed's setting: {value:.0%} of runs collapse."
+    return "" if value is None else f" At the outage's setting: {value:.0%} of runs collapse."
 
 
 def sim_validate(result: Result, anchor: str) -> str:
@@ -160,7 +160,7 @@ def headline(result: Result) -> list[tuple[str, str]]:
             cells = [v for row in grid for v in row if v is not None]
             area = sum(v > 0 for v in cells) / len(cells) if cells else 0.0
             at_seed = "" if mark is None else \
-                f"; {grid[mark[0]][mark[1]]:.0%} of runs at the seed's setting"
+                f"; {grid[mark[0]][mark[1]]:.0%} of runs at the outage's setting"
             rows.append((strategy, f"collapses somewhere in {area:.0%} of the map{at_seed}"))
         return rows
     if result.scenario == "sim-validate":

@@ -45,6 +45,12 @@ def badge(verdict: str) -> str:
             f"{escape(verdict)}</span>")
 
 
+def glossary(verdicts: Sequence[_verdicts.Verdict]) -> str:
+    """What each verdict word of a scenario means, as the page's badges show them."""
+    items = "".join(f"<dt>{badge(v.word)}</dt><dd>{escape(v.meaning)}</dd>" for v in verdicts)
+    return f"<dl>{items}</dl>"
+
+
 def strategies(result: Result) -> list[str]:
     return list(dict.fromkeys(str(run.get("strategy", "?")) for run in result.runs))
 

@@ -134,9 +134,15 @@ def render_time_chart(chart: TimeChart, chart_name: str) -> str:
            '<defs><pattern id="hatch-' + chart_id + '" width="6" height="6" '
            'patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
            '<line x1="0" y1="0" x2="0" y2="6" class="hatch"/></pattern></defs>']
+    # Each kind of band in a lane of its own: drawn over one another, the later one (the
+    # migration's wait) hid the earlier (the long log query it waits behind).
+    lanes = list(dict.fromkeys(band.kind for band in chart.bands))
+    lane_h = plot_h / max(len(lanes), 1)
     for band in chart.bands:
-        out.append(f'<rect class="{css_class(band.kind)}" x="{x(band.start):.1f}" y="{TOP}" '
-                   f'width="{max(x(band.end) - x(band.start), 1):.1f}" height="{plot_h}">'
+        lane_y = TOP + lanes.index(band.kind) * lane_h
+        out.append(f'<rect class="{css_class(band.kind)}" x="{x(band.start):.1f}" '
+                   f'y="{lane_y:.1f}" width="{max(x(band.end) - x(band.start), 1):.1f}" '
+                   f'height="{lane_h:.1f}">'
                    f'<title>{escape(band.label)}: {_fmt(band.start)}{DASH}{_fmt(band.end)} s'
                    '</title></rect>')
     for tick in ticks:
@@ -237,7 +243,7 @@ def render_heatmap(chart: Heatmap, chart_name: str) -> str:
         r, c = chart.mark
         out.append(f'<rect class="seed-mark" x="{left + c * cell_w + 1:.1f}" '
                    f'y="{top + (rows - 1 - r) * cell_h + 1:.1f}" width="{cell_w - 2:.1f}" '
-                   f'height="{cell_h - 2:.1f}"><title>the seed\'s setting</title></rect>')
+                   f'height="{cell_h - 2:.1f}"><title>the outage\'s setting</title></rect>')
     step_x = max(1, math.ceil(cols / 10))
     for c in range(0, cols, step_x):
         out.append(f'<text class="tick" x="{left + (c + 0.5) * cell_w:.1f}" '

@@ -120,9 +120,12 @@ class LockQueueConfig(ClusterKnobs):
         if self.max_connections < self.reserved_connections + 5:
             problems.append(f"--max-connections must leave room for the apps: at least "
                             f"{self.reserved_connections + 5}")
-        if min(self.long_query_for, self.client_timeout, self.lock_timeout,
-               self.log_statement_timeout) <= 0:
-            problems.append("durations must be positive")
+        durations = {"--long-query-for": self.long_query_for,
+                     "--lock-timeout": self.lock_timeout,
+                     "--log-statement-timeout": self.log_statement_timeout,
+                     "client_timeout": self.client_timeout}  # no option: given in Python
+        problems += [f"{flag} must be positive, got {value:g}s"
+                     for flag, value in durations.items() if value <= 0]
         if self.pool_size < 1 or self.runs < 1 or self.hot_keys < 1:
             problems.append("--pool-size, --runs and the hot keys must be at least 1")
         if self.pg_version is not None and "steady" in self.strategies and \

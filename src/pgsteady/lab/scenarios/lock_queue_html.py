@@ -7,6 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from pgsteady import _verdicts
 from pgsteady.report import svg
 from pgsteady.report.inputs import Result
 from pgsteady.report.safe import Kind
@@ -15,6 +16,7 @@ from pgsteady.report.sections import (
     badge,
     config_list,
     figure,
+    glossary,
     num,
     strategies,
     table,
@@ -138,7 +140,7 @@ def section(result: Result, anchor: str) -> str:
             "and their sessions stay on the server until the connection limit is reached. Under "
             "<em>steady</em>, the migration gives up fast and retries, the log query stops at "
             "its statement timeout, lookups are served from cache or fail fast, and no replica "
-            "is restarted.</p>")
+            "is restarted.</p>" + glossary(_verdicts.LOCK_QUEUE))
     charts = []
     for strategy in strategies(result):
         first = next(r for r in result.runs if r.get("strategy") == strategy)

@@ -102,7 +102,7 @@ class PoolDrainConfig(ClusterKnobs, PoolDrainKnobs):
     ceiling_duration: float = knob(5.0, "duration", "how long pgbench runs for the ceiling")
     cold_start: bool = knob(False, "flag", "PgBouncer's pool is empty when the load starts "
                             "(min_pool_size 0, no warm-up query) and, unless --burst is given, "
-                            "there is no burst: the seed's cold-start collapse at the steady "
+                            "there is no burst: the outage's cold-start collapse at the steady "
                             "load")
     # Also measure pgbench on each run's own cluster just before it: the machine's speed drifts
     # by a few % over minutes, and a run is then compared with the path it ran on.
@@ -361,6 +361,7 @@ class _Sampler(threading.Thread):
         self.cluster, self.server, self.t0, self.until = cluster, server, t0, until
         self.pools: list[tuple[float, dict[str, Any]]] = []
         self.sequence: list[tuple[float, int]] = []
+        self.stopping = threading.Event()  # the run ended early: stop before the servers do
 
     def run(self) -> None:
         try:
@@ -376,9 +377,8 @@ class _Sampler(threading.Thread):
             tick = 0
             while True:
                 at = self.t0 + tick * SAMPLE_EVERY
-                if at > self.until:
+                if at > self.until or self.stopping.wait(max(0.0, at - time.monotonic())):
                     return
-                time.sleep(max(0.0, at - time.monotonic()))
                 row = db.execute("SELECT last_value FROM done").fetchone()
                 self.sequence.append((time.monotonic() - self.t0, row[0] if row else 0))
                 show.execute("SHOW POOLS")
@@ -410,6 +410,10 @@ def _one_run(server: Postgres, config: PoolDrainConfig, strategy: str, index: in
         try:
             series = asyncio.run(_drive(strategy, target, t0, config=config, cluster=cluster,
                                         report=report, label=label))
+        except BaseException:  # Ctrl-C: the sampler stops before the servers it reads do
+            sampler.stopping.set()
+            sampler.join(5)
+            raise
         finally:
             gc.unfreeze()
         sampler.join(config.duration + 30)

@@ -17,6 +17,7 @@ from pgsteady.report.sections import (
     badge,
     config_list,
     figure,
+    glossary,
     num,
     strategies,
     table,
@@ -101,7 +102,8 @@ def section(result: Result, anchor: str) -> str:
             "queued; it can open only one at a time, so the pool shrinks and stays down after "
             "the burst (verdict <em>collapsed</em>). A strategy whose deadline ends only the "
             "caller's wait keeps every connection and stays near the dashed ceiling "
-            "(<em>held</em>).</p>")
+            "(<em>held</em>, or <em>recovered</em> when some callers' deadlines passed in the "
+            "burst).</p>" + glossary(_verdicts.POOL_DRAIN))
     charts = []
     for strategy in strategies(result):
         first = next(r for r in result.runs if r.get("strategy") == strategy)
@@ -119,8 +121,10 @@ def section(result: Result, anchor: str) -> str:
         worst = [min(a[1:] or [0]) / ceiling for a in answered if ceiling]
         mean = [sum(a[1:]) / max(len(a) - 1, 1) / ceiling for a in answered if ceiling]
         low = any(_verdicts.ceiling_low(a, ceiling) for a in answered)
-        any_low = any_low or low
-        mark = LOW_MARK if low else ""
+
+        def marked(share: float, low: bool = low) -> str:
+            # Only a share that reads above 100 % carries the mark (a 96 % cell needs none).
+            return f"{share:.0%}" + (LOW_MARK if low and round(share * 100) > 100 else "")
 
         def avg(values: Sequence[float]) -> float:
             return sum(values) / len(values) if values else 0.0
@@ -129,10 +133,11 @@ def section(result: Result, anchor: str) -> str:
             return num(round(avg([float(r.get("totals", {}).get(key) or 0) for r in runs])))
         rows.append([escape(strategy), verdicts,
                      *(f"{avg([t[i] for t in thirds]):.0f}" for i in range(3)),
-                     f"{min(worst):.0%}{mark}" if worst else NONE,
-                     f"{avg(mean):.0%}{mark}" if mean else NONE,
+                     marked(min(worst)) if worst else NONE,
+                     marked(avg(mean)) if mean else NONE,
                      total("timeouts"), total("server_connections_opened"),
                      total("not_ready_closures")])
+        any_low = any_low or any(LOW_MARK in cell for cell in rows[-1][5:7])
     summary = table(["strategy", "verdicts", "ok/s first ⅓", "ok/s middle ⅓", "ok/s last ⅓",
                      "worst second, % of ceiling", "mean, % of ceiling", "timeouts per run",
                      "server connections opened per run", "not-ready closures per run"],
