@@ -2,8 +2,9 @@
 
 A refactor or a speed change must not change a finding: run this before and after and diff
 the outputs (``python scripts/lint_snapshot.py > before.json``). It lints every ``.sql`` file
-under ``tests/`` on its own and as the folders it sits in, plus the bench's generated
-300-file folder and 10,000-statement file, each with ``--no-cache --format json``.
+under ``tests/`` on its own and as the folders it sits in, the rule cases' folders again with
+``--pg-version 10``, plus the bench's generated 300-file folder and 10,000-statement file,
+each with ``--no-cache --format json``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def main() -> int:
         out[f"file:{name}"] = lint([name], ROOT)
     for folder in sorted({Path(name).parent.as_posix() for name in files}):
         out[f"folder:{folder}"] = lint([folder], ROOT)
+    # The rule cases on the oldest major lint takes a version gate for: a gate changes the
+    # help, never whether a lock is reported.
+    for folder in sorted({Path(name).parent.as_posix() for name in files
+                          if name.startswith("tests/lint/cases/")}):
+        out[f"folder@pg10:{folder}"] = lint([folder], ROOT, "--pg-version", "10")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         write_folder(base / "folder", 300)

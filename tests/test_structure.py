@@ -1,15 +1,24 @@
-"""The tree is the architecture: no import circle among pgsteady's modules, no module over
-700 lines, and the arrows DESIGN.md draws (lint and migrate never import each other; guards
-know no runner; nothing imports the command line)."""
+"""The tree is the architecture: no import circle among pgsteady's modules (not even for the
+type checker), no module over 600 lines, the arrows DESIGN.md draws (lint and migrate never
+import each other; guards know no runner; nothing imports the command line), PostgreSQL
+version gates only in ``_majors``, lint rules handed their ALTER TABLE subcommands, a lab
+scenario as its modules and one registry line, and no dead names."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import importlib
+import re
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "pgsteady"
-MAX_LINES = 700
+MAX_LINES = 600
+# Known and owned elsewhere this round: the lock oracle's analysis is being split by the
+# preflight work, sqlalchemy.py becomes a face + async source + generated sync module.
+KNOWN_LONG = {"pgsteady.sql.analysis", "pgsteady.sqlalchemy"}
 # Known and owned elsewhere: sim parses durations with the command line's parser (another
 # change moves that parser to settings).
 KNOWN_UPWARD = {("pgsteady.sim.phase_map", "pgsteady.cli._args")}
@@ -26,13 +35,14 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _top_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
+def _top_level_imports(name: str, path: Path, known: set[str], *,
+                       typing: bool = False) -> set[str]:
     """The package's modules ``name`` imports when it is imported: its top-level statements
     (and ``try`` / plain ``if`` blocks; ``if TYPE_CHECKING:`` is not run). ``from pkg import
     mod`` counts as an import of ``mod`` only."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in _executed(ast.parse(path.read_text(encoding="utf-8")).body):
+    for node in _executed(ast.parse(path.read_text(encoding="utf-8")).body, typing=typing):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -48,28 +58,32 @@ def _top_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found & known
 
 
-def _executed(body: list[ast.stmt]) -> list[ast.stmt]:
+def _executed(body: list[ast.stmt], *, typing: bool = False) -> list[ast.stmt]:
+    """The statements run on import (with ``typing``: the type checker's imports too)."""
     out: list[ast.stmt] = []
     for node in body:
         if isinstance(node, ast.If):
             test = node.test
-            if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+            if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" and not typing:
                 out += _executed(node.orelse)
                 continue
-            out += _executed(node.body) + _executed(node.orelse)
+            out += _executed(node.body, typing=typing) + _executed(node.orelse, typing=typing)
         elif isinstance(node, ast.Try):
-            out += _executed(node.body) + [s for h in node.handlers for s in _executed(h.body)]
-            out += _executed(node.orelse) + _executed(node.finalbody)
+            out += _executed(node.body, typing=typing)
+            out += [s for h in node.handlers for s in _executed(h.body, typing=typing)]
+            out += _executed(node.orelse, typing=typing) + _executed(node.finalbody,
+                                                                    typing=typing)
         else:
             out.append(node)
     return out
 
 
 @functools.cache
-def _graph() -> dict[str, set[str]]:
+def _graph(typing: bool = False) -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)
-    return {name: _top_level_imports(name, path, known) for name, path in modules.items()}
+    return {name: _top_level_imports(name, path, known, typing=typing)
+            for name, path in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -119,17 +133,24 @@ def test_no_import_circle():
     assert _cycles(_graph()) == []
 
 
+def test_no_import_circle_even_for_the_type_checker():
+    """Nor through imports made only for type checking (``if TYPE_CHECKING:``): two modules
+    that need each other's types share a protocol instead (``_health_serve.Probed``)."""
+    assert _cycles(_graph(typing=True)) == []
+
+
 def test_the_circle_finder_finds_a_circle():
     """The check above can fail: a made-up circle of three is found, a chain is not."""
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
-def test_no_module_over_700_lines():
-    """A module over ~600 lines is asking to be split; none may pass 700."""
+def test_no_module_over_600_lines():
+    """A module over 600 lines is asking to be split: none passes it (two known, owned by
+    work under way)."""
     long = {name: n for name, path in _modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert long == {}
+    assert set(long) <= KNOWN_LONG, long
 
 
 def _imports_of(prefix: str) -> set[tuple[str, str]]:
@@ -153,3 +174,123 @@ def test_arrows_point_down():
     outside = {(a, b) for a, targets in _graph().items() if not a.startswith("pgsteady.cli")
                and a != "pgsteady._main" for b in targets if b.startswith("pgsteady.cli")}
     assert outside <= KNOWN_UPWARD
+
+
+MAJORS = "pgsteady._majors"
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_POSTGRES_VERSION = re.compile(r"pg_version|major|server_version|version_num")
+
+
+def _bare_version_comparisons(tree: ast.AST) -> list[str]:
+    """Comparisons that gate on a PostgreSQL version by hand: an ordering (``<``, ``>=``)
+    whose side names a PostgreSQL version or a major (a migration's version is not one), a ``server_version_num``-form literal
+    (``140000``), or a ``// 10000`` conversion."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, _ORDERING) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            text = " ".join(ast.unparse(side) for side in sides).lower()
+            literal = any(isinstance(s, ast.Constant) and type(s.value) is int
+                          and 90000 <= s.value < 1000000 and s.value % 10000 == 0
+                          for s in sides)
+            if _POSTGRES_VERSION.search(text) or literal:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv) and \
+                isinstance(node.right, ast.Constant) and node.right.value == 10000:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_version_gates_ask_the_majors_module():
+    """Every PostgreSQL version gate asks pgsteady._majors (``supports(major, FEATURE)``);
+    no module compares versions or majors itself, in either number form."""
+    bare = {name: found for name, path in _modules().items() if name != MAJORS
+            and (found := _bare_version_comparisons(ast.parse(path.read_text("utf-8"))))}
+    assert bare == {}
+
+
+def test_the_version_gate_finder_finds_bare_gates():
+    """The check above can fail: each hand-made gate is found, a call to supports() is not."""
+    for source in ("ok = major >= 14", "ok = snap.version_num >= 140000", "ok = n < 140000",
+                   "m = server_version_num // 10000", "ok = 12 <= ctx.pg_version"):
+        assert _bare_version_comparisons(ast.parse(source)), source
+    assert not _bare_version_comparisons(ast.parse(
+        "ok = _majors.supports(major, _majors.REINDEX_CONCURRENTLY) and n < 14"))
+
+
+def test_the_majors_module_is_free_to_import():
+    """pgsteady._majors imports nothing of pgsteady's (lint, sql, lab and inspect all read
+    it at start-up), and the install script pins exactly the majors it names."""
+    from pgsteady import _majors
+
+    assert _graph()[MAJORS] == set()
+    script = (PACKAGE.parents[1] / "scripts" / "postgres-versions.sh").read_text("utf-8")
+    pinned = {int(m) for m in re.findall(r"^\s+\[(\d+)\]=", script, re.MULTILINE)}
+    assert pinned == set(_majors.PAST_END_OF_LIFE + _majors.SUPPORTED)
+    default = re.search(r"majors=\(([\d ]+)\)", script)
+    assert default is not None
+    assert {int(m) for m in default[1].split()} == pinned
+
+
+def test_lint_rules_are_handed_their_alter_table_subcommands():
+    """A rule about ALTER TABLE subcommands declares COMMANDS and is handed each one; only a
+    rule that also looks at other statements walks an ALTER TABLE's subcommands itself."""
+    walking = {path.stem for path in (PACKAGE / "lint" / "rules").glob("*.py")
+               if "alter_commands(" in path.read_text("utf-8")}
+    assert walking <= {"concurrently_in_transaction"}
+
+
+def test_a_lab_scenario_is_its_modules_and_one_registry_line():
+    """Every registered scenario's module declares that name and has its HTML section
+    beside it; the report finds sections through the registry alone (it imports nothing
+    else of the lab)."""
+    from pgsteady.lab.scenarios import registry
+
+    for name, module in registry.MODULES.items():
+        assert f"{module}_html" in _modules(), f"{name}: no {module}_html beside it"
+        assert importlib.import_module(module).SCENARIO.name == name
+        assert registry.html_section(name) is not None
+    lab = {(a, b) for a, b in _imports_of("pgsteady.report") if b.startswith("pgsteady.lab")}
+    assert lab <= {("pgsteady.report.page", "pgsteady.lab.scenarios.registry")}
+    assert _graph()["pgsteady.lab.scenarios.registry"] == set()
+
+
+# Names nothing mentions by name but something calls: a decorator registers it (atexit),
+# a framework finds it (Django's AppConfig, pytest's hooks).
+CALLED_BY_NAME = {"pgsteady.lab.cluster._stop_leftovers", "pgsteady.django.apps.PgsteadyConfig",
+                  "pgsteady.testing.plugin.pytest_configure",
+                  "pgsteady.testing.plugin.pytest_report_header",
+                  "pgsteady.testing.plugin.pytest_generate_tests"}
+# Known dead and owned by work under way this round (the lead removes these lines with it).
+KNOWN_DEAD = {"pgsteady.sql.analysis._DROP_RELATIONS", "pgsteady.migrate.source.load_file",
+              "pgsteady.migrate.queries.RESOLVE_RELATION",
+              "pgsteady.migrate.queries.RESOLVE_RELATIONS",
+              "pgsteady.migrate.queries.create_history",
+              "pgsteady.migrate.queries.applied_versions",
+              "pgsteady.migrate.queries.insert_history"}
+
+
+def _top_level_names(tree: ast.Module) -> Iterator[str]:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                yield from (e.id for e in elements if isinstance(e, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id
+
+
+def test_no_dead_names():
+    """Every module-level function, class and constant is mentioned somewhere besides its
+    definition (code, tests, benches, scripts, examples or docs): nothing is left dead."""
+    root = PACKAGE.parents[1]
+    texts = [p.read_text("utf-8") for folder in ("src", "tests", "bench", "scripts", "examples")
+             for p in (root / folder).rglob("*.py")]
+    texts += [p.read_text("utf-8") for p in [*(root / "docs").rglob("*.md"), root / "README.md"]]
+    words = Counter(w for text in texts for w in re.findall(r"[A-Za-z_]\w*", text))
+    dead = {f"{module}.{name}" for module, path in _modules().items()
+            for name in _top_level_names(ast.parse(path.read_text("utf-8")))
+            if not name.startswith("__") and words[name] <= 1}
+    assert dead <= CALLED_BY_NAME | KNOWN_DEAD, sorted(dead - CALLED_BY_NAME - KNOWN_DEAD)

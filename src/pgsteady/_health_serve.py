@@ -15,15 +15,13 @@ import concurrent.futures
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 from pgsteady import _http
 from pgsteady.errors import UsageError
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
-
-    from pgsteady.health import Health
 
 Which = Literal["live", "ready", "deep"]
 CONTENT_TYPE = "application/health+json"
@@ -35,6 +33,19 @@ HEADERS = [("Content-Type", CONTENT_TYPE), ("Cache-Control", "no-store")]
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 WSGIApp = Callable[["WSGIEnvironment", "StartResponse"], Iterable[bytes]]
+
+
+class Probed(Protocol):
+    """What the HTTP faces ask of :class:`pgsteady.health.Health`: its probes. A protocol,
+    so this module needs nothing of ``health`` (which imports this one)."""
+
+    def live(self) -> dict[str, Any]: ...
+    def ready(self) -> dict[str, Any]: ...
+    def deep(self) -> dict[str, Any]: ...
+    async def aready(self) -> dict[str, Any]: ...
+    async def adeep(self) -> dict[str, Any]: ...
+    def _probe(self, which: Literal["ready", "deep"],
+               ) -> concurrent.futures.Future[dict[str, Any]]: ...
 
 
 def status_code(report: Mapping[str, Any]) -> int:
@@ -53,7 +64,7 @@ def encode(body: Mapping[str, Any]) -> bytes:
     return json.dumps(body, default=str).encode()
 
 
-def asgi_app(health: Health) -> ASGIApp:
+def asgi_app(health: Probed) -> ASGIApp:
     """See :meth:`Health.asgi`."""
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -87,7 +98,7 @@ def asgi_app(health: Health) -> ASGIApp:
     return app
 
 
-def wsgi_app(health: Health) -> WSGIApp:
+def wsgi_app(health: Probed) -> WSGIApp:
     """See :meth:`Health.wsgi`."""
     def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
@@ -112,7 +123,7 @@ class HealthServer:
     probes connect, slow or silent connections closed after ``limits.header_timeout``, and
     readiness probes waiting on the shared evaluation (a future), not on a worker."""
 
-    def __init__(self, health: Health, host: str, port: int,
+    def __init__(self, health: Probed, host: str, port: int,
                  limits: _http.Limits | None = None) -> None:
         self.health = health
 

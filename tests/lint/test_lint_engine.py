@@ -226,10 +226,28 @@ def test_unknown_rule_in_config_is_a_usage_error():
         Linter(LintConfig(disable=frozenset({"prefer-json"})))
 
 
-def test_min_pg_version_turns_rules_off_for_older_servers():
-    """REINDEX CONCURRENTLY exists from 12: on 11 the rule has nothing to suggest."""
-    assert rules_of("REINDEX TABLE t;", pg_version=12) == ["require-concurrent-reindex"]
-    assert rules_of("REINDEX TABLE t;", pg_version=11) == []
+def test_min_pg_version_turns_rules_off_where_the_statement_does_not_exist():
+    """Identity columns exist from 10: on 9.6 prefer-identity has nothing to suggest."""
+    sql = "CREATE TABLE t (id serial PRIMARY KEY);"
+    assert "prefer-identity" in rules_of(sql, pg_version=10, enable=frozenset({"prefer-identity"}))
+    assert "prefer-identity" not in rules_of(sql, pg_version=9,
+                                             enable=frozenset({"prefer-identity"}))
+
+
+@pytest.mark.parametrize("pg_version", [10, 11])
+def test_a_version_gate_changes_the_help_never_hides_the_lock(pg_version):
+    """On 10 and 11 the three rules whose fix came later still report the table lock, each
+    with a fix that major has (issue 39.8: they were off, 0 findings, exit 0)."""
+    sql = ("ALTER TABLE t ALTER COLUMN n SET NOT NULL;\nREINDEX TABLE t;\n"
+           "ALTER TABLE ev DETACH PARTITION ev_1;\n")
+    report = Linter(LintConfig(pg_version=pg_version)).lint_text(sql)
+    helps = {f.rule: f.help for f in report.findings}
+    assert {"set-not-null-without-check", "require-concurrent-reindex",
+            "require-concurrent-detach-partition"} <= set(helps)
+    assert "PostgreSQL 12" in helps["set-not-null-without-check"]
+    assert "PostgreSQL 12" in helps["require-concurrent-reindex"]
+    assert "PostgreSQL 14" in helps["require-concurrent-detach-partition"]
+    assert all(f.severity == "error" for f in report.findings)
 
 
 def test_collect_files_walks_folders_and_refuses_missing_paths(tmp_path):

@@ -53,6 +53,35 @@ def test_incomplete_module_is_refused():
         from_module(module)
 
 
+def _fake_rule(**attributes):
+    import types
+
+    module = types.ModuleType("fake_rule", "A fake rule.\n\nIts problem and the safe way.")
+    module.ID, module.MESSAGE, module.HELP, module.MIN_PG_VERSION = "fake-rule", "m", "h", None
+    module.check = lambda kind, stmt, ctx: ()
+    for name, value in attributes.items():
+        setattr(module, name, value)
+    return module
+
+
+def test_a_version_gated_fix_needs_the_fix_before_it():
+    """A rule with FEATURE (its fix needs a newer major) must say the fix before it."""
+    with pytest.raises(IncompleteRule, match="HELP_BEFORE"):
+        from_module(_fake_rule(STATEMENTS=(), FEATURE=12))
+    rule = from_module(_fake_rule(STATEMENTS=(), FEATURE=12, HELP_BEFORE="before"))
+    assert (rule.help_for(11), rule.help_for(12)) == ("before", "h")
+
+
+def test_a_rule_declares_statements_or_commands_not_both():
+    """STATEMENTS (a statement rule) or COMMANDS (a command rule), exactly one of them; a
+    command rule is dispatched on its ALTER TABLE subcommands."""
+    for attributes in ({}, {"STATEMENTS": (), "COMMANDS": ()}):
+        with pytest.raises(IncompleteRule, match="STATEMENTS or COMMANDS"):
+            from_module(_fake_rule(**attributes))
+    rule = from_module(_fake_rule(COMMANDS=("AT_DropColumn",)))
+    assert rule.statements == ("AlterTableStmt.AT_DropColumn",)
+
+
 def test_generated_docs_are_current(tmp_path):
     """docs/rules/ matches what --write-docs generates from the docstrings today."""
     written = docs.write_docs(tmp_path, CASES)

@@ -31,6 +31,14 @@ def _rules(sql: str, pg_version: int) -> set[str]:
     return {finding.rule for finding in report.findings}
 
 
+def _helps(sql: str, pg_version: int) -> dict[str, str]:
+    """Each rule that fires on ``sql`` for a major, with the help its finding gives."""
+    report = Linter(LintConfig(pg_version=pg_version)).lint_text(
+        sql, in_transaction=True, runner_timeouts=True)
+    assert report.syntax_error is None, report.syntax_error
+    return {finding.rule: finding.help for finding in report.findings}
+
+
 def _conn(dsn: str) -> psycopg.Connection[Any]:
     conn = psycopg.connect(dsn, autocommit=True)
     conn.execute(TABLE)
@@ -103,23 +111,31 @@ SET_NOT_NULL = "ALTER TABLE t ALTER COLUMN n SET NOT NULL"
 
 
 @pytest.mark.pg_versions(11, 12)
-def test_set_not_null_after_a_validated_check_scans_before_12_only(pg_version,
-                                                                   pgsteady_version_database):
-    """With a validated CHECK, SET NOT NULL scans on 11 and not on 12; lint accepts it on 12."""
+def test_set_not_null_after_a_validated_check_is_reported_exactly_where_it_scans(
+        pg_version, pgsteady_version_database):
+    """With a validated CHECK, SET NOT NULL scans on 11 and not on 12; lint reports it on 11
+    (with a fix 11 has, not the CHECK that did not help) and accepts it on 12."""
     with _conn(pgsteady_version_database.dsn) as conn:
         conn.execute(PROVEN)  # type: ignore[arg-type]
-        assert _scans(conn, SET_NOT_NULL) == (pg_version < 12)
-    assert "set-not-null-without-check" not in _rules(PROVEN + SET_NOT_NULL, pg_version)
+        scans = _scans(conn, SET_NOT_NULL)
+    assert scans == (pg_version < 12)
+    helps = _helps(PROVEN + SET_NOT_NULL, pg_version)
+    assert ("set-not-null-without-check" in helps) == scans
+    if scans:
+        assert "lock_timeout" in helps["set-not-null-without-check"]
+        assert "scans even with a validated CHECK" in helps["set-not-null-without-check"]
 
 
 @pytest.mark.pg_versions(11, 12)
-def test_bare_set_not_null_is_reported_where_a_check_would_help(pg_version,
-                                                                 pgsteady_version_database):
-    """Bare SET NOT NULL scans on 11 and 12; the rule fires from 12, where its fix works."""
+def test_bare_set_not_null_is_reported_on_both_sides_with_the_fix_that_major_has(
+        pg_version, pgsteady_version_database):
+    """Bare SET NOT NULL scans under ACCESS EXCLUSIVE on 11 and 12: the rule fires on both;
+    its help offers the validated CHECK from 12 only (on 11 the CHECK would not help)."""
     with _conn(pgsteady_version_database.dsn) as conn:
         assert _scans(conn, SET_NOT_NULL)
-    fired = "set-not-null-without-check" in _rules(SET_NOT_NULL, pg_version)
-    assert fired == (pg_version >= 12)
+        assert "AccessExclusiveLock" in _table_locks(conn, SET_NOT_NULL, "t")
+    help_ = _helps(SET_NOT_NULL, pg_version)["set-not-null-without-check"]
+    assert ("VALIDATE CONSTRAINT" in help_) == (pg_version >= 12)
 
 
 # -- require-concurrent-reindex and adding-stored-generated-column: both came in 12 -----------
@@ -127,8 +143,9 @@ def test_bare_set_not_null_is_reported_where_a_check_would_help(pg_version,
 @pytest.mark.pg_versions(11, 12)
 def test_plain_reindex_is_reported_where_concurrently_exists(pg_version,
                                                              pgsteady_version_database):
-    """Plain REINDEX holds SHARE on the table (writes wait) on 11 and 12; CONCURRENTLY runs
-    from 12, and the rule fires from 12."""
+    """Plain REINDEX holds SHARE on the table (writes wait) on 11 and 12: the rule fires on
+    both; CONCURRENTLY runs from 12, and the help offers it from 12 only (on 11, a twin index
+    built with CREATE INDEX CONCURRENTLY, which 11 runs)."""
     with _conn(pgsteady_version_database.dsn) as conn:
         assert "ShareLock" in _table_locks(conn, "REINDEX TABLE t", "t")
         if pg_version >= 12:
@@ -136,8 +153,10 @@ def test_plain_reindex_is_reported_where_concurrently_exists(pg_version,
         else:
             with pytest.raises(psycopg.errors.SyntaxError):
                 conn.execute("REINDEX TABLE CONCURRENTLY t")
-    assert ("require-concurrent-reindex" in _rules("REINDEX TABLE t", pg_version)) == \
-        (pg_version >= 12)
+            conn.execute("CREATE INDEX CONCURRENTLY t_n_twin ON t (n)")
+    help_ = _helps("REINDEX TABLE t", pg_version)["require-concurrent-reindex"]
+    assert ("REINDEX INDEX CONCURRENTLY" in help_) == (pg_version >= 12)
+    assert ("CREATE INDEX CONCURRENTLY" in help_) == (pg_version < 12)
 
 
 STORED = "ALTER TABLE t ADD COLUMN twice int GENERATED ALWAYS AS (a * 2) STORED"
@@ -184,16 +203,17 @@ DETACH = "ALTER TABLE ev DETACH PARTITION ev_1"
 @pytest.mark.pg_versions(13, 14)
 def test_plain_detach_is_reported_where_concurrently_exists(pg_version,
                                                             pgsteady_version_database):
-    """Plain DETACH holds ACCESS EXCLUSIVE on the parent on 13 and 14; 13 cannot detach
-    CONCURRENTLY; the rule fires from 14."""
+    """Plain DETACH holds ACCESS EXCLUSIVE on the parent on 13 and 14: the rule fires on
+    both; 13 cannot detach CONCURRENTLY, and the help offers it from 14 only."""
     with _conn(pgsteady_version_database.dsn) as conn:
         conn.execute(PARTITIONS)  # type: ignore[arg-type]
         assert "AccessExclusiveLock" in _table_locks(conn, DETACH, "ev")
         if pg_version < 14:
             with pytest.raises(psycopg.errors.SyntaxError):
                 conn.execute(DETACH + " CONCURRENTLY")  # type: ignore[arg-type]
-    assert ("require-concurrent-detach-partition" in _rules(DETACH, pg_version)) == \
-        (pg_version >= 14)
+    help_ = _helps(DETACH, pg_version)["require-concurrent-detach-partition"]
+    assert ("CONCURRENTLY;" in help_) == (pg_version >= 14)
+    assert "lock_timeout" in help_ or pg_version >= 14
 
 
 @pytest.mark.pg_versions(14)

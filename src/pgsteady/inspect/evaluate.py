@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pgsteady.inspect.alerts import RULES, AlertConfig, Rule
@@ -160,8 +160,3 @@ class Evaluator:
         self._since = still
         active.sort(key=lambda a: (a.state != "firing", a.severity != "critical", -a.active_for))
         return Evaluation(tuple(active), tuple(no_data), tuple(quiet))
-
-
-def label_text(labels: Mapping[str, str] | Labels) -> str:
-    pairs = labels.items() if isinstance(labels, Mapping) else labels
-    return ", ".join(f"{k}={v}" for k, v in pairs)

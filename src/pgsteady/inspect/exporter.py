@@ -110,7 +110,6 @@ METRICS: tuple[MetricDef, ...] = (
               "cancel requests PgBouncer dropped because the client was still queued (log "
               "lines since the exporter started)"),
 )
-BY_NAME = {m.name: m for m in METRICS}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pgsteady import _majors
 from pgsteady._docs import LOCK_QUEUE
 from pgsteady.inspect.postgres import PostgresSnapshot, Session, Setting
 from pgsteady.sql import text as sqltext
@@ -271,13 +272,15 @@ def _connections(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
         + _drop_dead_sessions(snap))]
 
 
-CHECK_INTERVAL_SINCE = 140000
-"""client_connection_check_interval: the server notices a killed client while its query waits
-(PostgreSQL 14+); before that nothing drops such a session until its query ends."""
+def _checks_clients(snap: PostgresSnapshot) -> bool:
+    """client_connection_check_interval: the server notices a killed client while its query
+    waits; before it nothing drops such a session until its query ends."""
+    return _majors.supports(_majors.major_of(snap.version_num),
+                            _majors.CLIENT_CONNECTION_CHECK_INTERVAL)
 
 
 def _drop_dead_sessions(snap: PostgresSnapshot) -> str:
-    if snap.version_num >= CHECK_INTERVAL_SINCE:
+    if _checks_clients(snap):
         return ("drop sessions whose client is gone: client_connection_check_interval = '10s' "
                 "(PostgreSQL 14+)")
     return ("bound how long a killed client's session can wait: lock_timeout and "
@@ -285,8 +288,6 @@ def _drop_dead_sessions(snap: PostgresSnapshot) -> str:
             "client_connection_check_interval needs PostgreSQL 14+)")
 
 
-RESERVED_ROLE_SINCE = 160000
-"""reserved_connections + pg_use_reserved_connections: slots for a non-superuser role (16+)."""
 
 
 def _reserved_slots(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
@@ -299,7 +300,8 @@ def _reserved_slots(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
             "superuser_reserved_connections = 3  # postgresql.conf; restart needed"
             + ("\nreserved_connections = 3  # PostgreSQL 16+: also for the on-call role, "
                "with GRANT pg_use_reserved_connections TO oncall;"
-               if snap.version_num >= RESERVED_ROLE_SINCE else ""))]
+               if _majors.supports(_majors.major_of(snap.version_num),
+                                  _majors.RESERVED_CONNECTIONS) else ""))]
     clients = [s for s in snap.client_sessions() if s.pid not in th.ignore_pids]
     supers = [s for s in clients if s.superuser]
     if clients and len(supers) * 2 > len(clients):
@@ -399,7 +401,7 @@ def _settings(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
         "locks and snapshot forever",
         fix=f"ALTER DATABASE {db} SET idle_in_transaction_session_timeout = '60s';  -- or in "
         f"postgresql.conf")
-    if snap.version_num >= CHECK_INTERVAL_SINCE:
+    if _checks_clients(snap):
         found += _setting_finding(
             snap, "setting-client-connection-check-interval",
             ["client_connection_check_interval"], _zero("client_connection_check_interval"),
@@ -410,10 +412,11 @@ def _settings(snap: PostgresSnapshot, th: Thresholds) -> list[Finding]:
     else:  # the leak has no server-side fix here: say so once, and what bounds it instead
         found.append(Finding(
             "setting-client-connection-check-interval", "info",
-            f"PostgreSQL {snap.version_num // 10000} keeps the sessions of killed clients (and "
-            f"their slots) until their query ends — the restart leak in {LOCK_QUEUE}; "
+            f"PostgreSQL {_majors.major_of(snap.version_num)} keeps the sessions of killed "
+            f"clients (and their slots) until their query ends — the restart leak in {LOCK_QUEUE}; "
             f"client_connection_check_interval, which drops them, needs PostgreSQL 14+",
-            {"version_num": snap.version_num, "needs": CHECK_INTERVAL_SINCE},
+            {"version_num": snap.version_num,
+             "needs": _majors.version_num_of(_majors.CLIENT_CONNECTION_CHECK_INTERVAL)},
             "upgrade to PostgreSQL 14+ and set client_connection_check_interval = '10s'; until "
             "then keep lock_timeout and statement_timeout set, so a dead client's wait ends"))
     keep = ["tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count"]

@@ -50,12 +50,6 @@ def admin(dsn: str, command: str) -> list[dict[str, Any]]:
         return cur.fetchall() if cur.description else []
 
 
-def show_pools(dsn: str, database: str | None = None) -> list[dict[str, Any]]:
-    """SHOW POOLS, optionally only the rows of one database."""
-    rows = admin(dsn, "SHOW POOLS")
-    return [r for r in rows if database is None or r["database"] == database]
-
-
 @dataclass
 class LogEvent:
     """One PgBouncer log line we care about."""

@@ -7,6 +7,8 @@ them can queue behind a waiting ACCESS EXCLUSIVE request. Sizes come from ``pg_c
 
 from __future__ import annotations
 
+from pgsteady import _majors
+
 # Settings doctor judges, and the ones it needs for connection arithmetic.
 SETTING_NAMES = (
     "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
@@ -113,7 +115,8 @@ ORDER BY l.pid
 
 def locks(version_num: int) -> str:
     """LOCKS for this server: pg_locks.waitstart exists from PostgreSQL 14 on."""
-    wait_age = ("extract(epoch FROM now() - l.waitstart)::float8" if version_num >= 140000
+    wait_age = ("extract(epoch FROM now() - l.waitstart)::float8" if _majors.supports(
+        _majors.major_of(version_num), _majors.LOCK_WAITSTART)
                 else "NULL::float8")
     return _LOCKS.replace("{wait_age}", wait_age)
 

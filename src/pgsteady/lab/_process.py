@@ -338,6 +338,37 @@ def lost_port_race(proc: subprocess.Popen[bytes], log_path: Path, since: int) ->
     return "Address already in use" in text
 
 
+def start_listening(what: str, launch: Callable[[int], subprocess.Popen[bytes]],
+                    ready: Callable[[], bool], *, log_path: Path, timeout: float,
+                    fixed: int | None = None, port: int | None = None) -> int:
+    """Start a server that listens on 127.0.0.1 and wait until ``ready()``; its port.
+
+    On ``fixed`` (refused with a one-line fix if taken), else on ``port`` (the one it had:
+    a restart keeps it), else on a free one, picked again if another process took it before
+    the server bound it (its log says so; :data:`PORT_TRIES` in all). ``launch(port)`` writes
+    the server's configuration for ``port``, spawns it and keeps the process (its owner
+    stops it, whether or not it became ready)."""
+    if fixed:
+        check_port_free(fixed, what)
+    picked = not fixed and not port
+    chosen = fixed or port or 0
+    for attempt in range(PORT_TRIES):
+        if picked:
+            chosen = free_port()
+        since = log_size(log_path)
+        proc = launch(chosen)
+        try:
+            wait_until(ready, proc=proc, timeout=timeout, what=what, log_path=log_path)
+        except LabError:
+            if not (picked and attempt + 1 < PORT_TRIES
+                    and lost_port_race(proc, log_path, since)):
+                raise
+            log.info("port %d was taken before %s bound it; trying another", chosen, what)
+        else:
+            break
+    return chosen
+
+
 def tail(path: Path, lines: int = 5) -> str:
     """The last lines of a log, for error messages."""
     try:

@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from pgsteady import _majors
 from pgsteady.errors import LabError
 from pgsteady.inspect.pgbouncer import LogReader, admin
 from pgsteady.lab import _auth, _process
@@ -127,7 +128,8 @@ class Postgres:
                  "--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=UTF8",
                  "--locale=C", "--no-sync",
                  # 13's initdb has no --no-instructions (the hint it prints goes nowhere)
-                 *(["--no-instructions"] if self.major >= 14 else [])],
+                 *(["--no-instructions"]
+                   if _majors.supports(self.major, _majors.INITDB_NO_INSTRUCTIONS) else [])],
                 capture_output=True, text=True, cwd=self.workdir, check=False,
                 user=self.who.uid, group=self.who.gid,
                 extra_groups=[] if self.who.uid is not None else None,
@@ -139,7 +141,7 @@ class Postgres:
             last = [ln for ln in lines if not ln.startswith("Try ")][-1:] or ["no output"]
             raise LabError(f"initdb failed (exit {out.returncode}): {last[0]}; "
                            f"check that {self.workdir} is writable by the server's OS user")
-        if self.major < 14:
+        if not _majors.supports(self.major, _majors.INITDB_PWFILE_SCRAM):
             self._store_secret_single_user()
         (self.data_dir / "pg_hba.conf").write_text(
             "# pgsteady lab: its owner only (SCRAM, password in the owner's passfile)\n"
@@ -183,29 +185,18 @@ class Postgres:
     def start(self) -> Self:
         if not self.data_dir.exists():
             self.initdb()
-        if self._fixed_port:
-            _process.check_port_free(self._fixed_port, "PostgreSQL")
-        picked = not self._fixed_port and not self.port
-        for attempt in range(_process.PORT_TRIES):
-            if picked:
-                self.port = _process.free_port()
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            self.port = port
             self._write_settings()
-            since = _process.log_size(self.log_path)
             self._proc = _process.spawn(
                 [str(self.binaries.postgres), "-D", str(self.data_dir)],
                 log_path=self.log_path, who=self.who, death_signal=signal.SIGQUIT,
                 cwd=self.workdir)
-            try:
-                _process.wait_until(self._accepts, proc=self._proc, timeout=60,
-                                    what="PostgreSQL", log_path=self.log_path)
-            except LabError:
-                if not (picked and attempt + 1 < _process.PORT_TRIES
-                        and _process.lost_port_race(self._proc, self.log_path, since)):
-                    raise
-                log.info("port %d was taken before PostgreSQL bound it; trying another",
-                         self.port)
-            else:
-                break
+            return self._proc
+
+        _process.start_listening("PostgreSQL", launch, self._accepts, log_path=self.log_path,
+                                 timeout=60, fixed=self._fixed_port, port=self.port)
         return self
 
     def _accepts(self) -> bool:
@@ -242,7 +233,7 @@ class Postgres:
 
     def drop_database(self, name: str) -> None:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
-            if self.major < 13:  # no WITH (FORCE) yet: end its sessions first
+            if not _majors.supports(self.major, _majors.DROP_DATABASE_FORCE):  # end its sessions
                 conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                              " WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
@@ -343,29 +334,19 @@ class PgBouncer:
             _auth.write_passfile(self.passfile, SUPERUSER, self.password)
 
     def start(self) -> Self:
-        if self._fixed_port:
-            _process.check_port_free(self._fixed_port, "PgBouncer")
-        picked = not self._fixed_port and not self.port
         env = {**os.environ, "TZ": "UTC"}  # log timestamps the log reader can place exactly
-        for attempt in range(_process.PORT_TRIES):
-            if picked:
-                self.port = _process.free_port()
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            self.port = port
             self._write_config()
-            since = _process.log_size(self._stderr_path)
             self._proc = _process.spawn(
                 [str(self.binaries.pgbouncer), str(self.ini_path)], log_path=self._stderr_path,
                 who=self.who, death_signal=signal.SIGTERM, cwd=self.workdir, env=env)
-            try:
-                _process.wait_until(self._accepts, proc=self._proc, timeout=30,
-                                    what="PgBouncer", log_path=self._stderr_path)
-            except LabError:
-                if not (picked and attempt + 1 < _process.PORT_TRIES
-                        and _process.lost_port_race(self._proc, self._stderr_path, since)):
-                    raise
-                log.info("port %d was taken before PgBouncer bound it; trying another",
-                         self.port)
-            else:
-                break
+            return self._proc
+
+        _process.start_listening("PgBouncer", launch, self._accepts,
+                                 log_path=self._stderr_path, timeout=30,
+                                 fixed=self._fixed_port, port=self.port)
         return self
 
     def _accepts(self) -> bool:

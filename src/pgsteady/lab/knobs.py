@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal
 
+from pgsteady import _majors
+
 # How an option is written, and what it sets:
 #   duration: 50ms, 1.5s; count: a whole number >= 0; integer: any whole number;
 #   share: 0..1; flag: present or not; text: as given; times: 2s,6s (a tuple of seconds);
@@ -96,5 +98,6 @@ class ClusterKnobs:
                          "them off for speed: a crash or an immediate stop then loses commits "
                          "callers were told had succeeded)")
     pg_version: int | None = knob(None, "count",
-                                  "run PostgreSQL major N (13-18; scripts/postgres-versions.sh "
+                                  f"run PostgreSQL major N ({min(_majors.SUPPORTED)}-"
+                                  f"{max(_majors.SUPPORTED)}; scripts/postgres-versions.sh "
                                   "installs them; default: the system's)")

@@ -101,16 +101,19 @@ class RedisServer:
         self.who.chown(self._conf_path)
 
     def start(self) -> Self:
-        if self._fixed_port:
+        if self._fixed_port:  # checked as redis-server binds (see _wait_for_port)
             self._wait_for_port(0.0)
-        elif not self.port:
-            self.port = _process.free_port()
-        self._write_config()
-        self._proc = _process.spawn([str(self.binary), str(self._conf_path)],
-                                    log_path=self.log_path, who=self.who,
-                                    death_signal=signal.SIGTERM, cwd=self.workdir)
-        _process.wait_until(self._answers, proc=self._proc, timeout=20, what="Redis",
-                            log_path=self.log_path)
+
+        def launch(port: int) -> subprocess.Popen[bytes]:
+            self.port = port
+            self._write_config()
+            self._proc = _process.spawn([str(self.binary), str(self._conf_path)],
+                                        log_path=self.log_path, who=self.who,
+                                        death_signal=signal.SIGTERM, cwd=self.workdir)
+            return self._proc
+
+        _process.start_listening("Redis", launch, self._answers, log_path=self.log_path,
+                                 timeout=20, port=self._fixed_port or self.port)
         return self
 
     def _answers(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
+from pgsteady import _majors
 from pgsteady._record import Record
 from pgsteady.lint.schema import Key, Schema
 
@@ -22,9 +23,8 @@ if TYPE_CHECKING:
 else:
     Node = dict
 
-#: The PostgreSQL major version rules assume when nothing says otherwise (the oldest one
-#: still supported upstream in 2026).
-DEFAULT_PG_VERSION = 14
+#: The PostgreSQL major version rules assume when nothing says otherwise.
+DEFAULT_PG_VERSION = _majors.LINT_DEFAULT
 
 
 class Hit(Record):
@@ -59,7 +59,7 @@ class Context:
                  "implicit_transaction", "in_do_block",
                  "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
-                 "pg_version", "proven_not_null", "reported", "schema", "source",
+                 "pg_version", "proven_not_null", "relation", "reported", "schema", "source",
                  "statement_timeout_set", "transaction_depth", "validated_elsewhere")
 
     def __init__(self, pg_version: int = DEFAULT_PG_VERSION, *,
@@ -106,6 +106,8 @@ class Context:
         self.source = source
         # Once-per-file rules remember here that they have spoken.
         self.reported: set[str] = set()
+        # The table of the ALTER TABLE whose subcommands a command rule is being handed.
+        self.relation: Node = {}
 
     @property
     def in_transaction(self) -> bool:
@@ -124,20 +126,40 @@ Check = Callable[[str, Node, Context], Iterable[Hit]]
 Finish = Callable[[Context], Iterable[Hit]]
 
 
+def per_command(check: Check, commands: tuple[str, ...], *, new_tables: bool) -> Check:
+    """A statement check from a command rule's ``check(subtype, cmd, ctx)``: called once for
+    each ALTER TABLE subcommand of a kind in ``commands``, with ``ctx.relation`` the table,
+    and (unless ``new_tables``) only when the table existed before this change."""
+    wanted = frozenset(commands)
+
+    def check_statement(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
+        relation = stmt.get("relation") or {}
+        if not new_tables and ctx.is_new_table(relation):
+            return
+        for subtype, cmd in alter_commands(stmt):
+            if subtype in wanted:
+                ctx.relation = relation
+                yield from check(subtype, cmd, ctx)
+
+    return check_statement
+
+
 class Rule:
     """A rule module, checked for completeness and flattened into one typed record.
 
     Compared by identity: there is one record per rule, and the engine looks rules up often.
     """
 
-    __slots__ = ("check", "default_enabled", "doc", "finish", "help", "id", "message",
-                 "min_pg_version", "module", "severity", "size_aware", "statements")
+    __slots__ = ("check", "default_enabled", "doc", "feature", "finish", "help", "help_before",
+                 "id", "message", "min_pg_version", "module", "severity", "size_aware",
+                 "statements")
 
     def __init__(self, *, id: str, message: str, help: str,
                  min_pg_version: int | None, doc: str, statements: tuple[str, ...],
                  check: Check, finish: Finish | None, size_aware: bool,
                  default_enabled: bool, module: str,
-                 severity: Literal["error", "warning"] = "error") -> None:
+                 severity: Literal["error", "warning"] = "error",
+                 feature: int | None = None, help_before: str = "") -> None:
         self.id: Final = id
         self.message: Final = message
         self.help: Final = help
@@ -150,6 +172,16 @@ class Rule:
         self.default_enabled: Final = default_enabled
         self.module: Final = module
         self.severity: Final = severity
+        # The first major of the feature ``help`` relies on; before it, ``help_before`` is
+        # the fix (the lock is the same: a version gate changes the advice, never the verdict).
+        self.feature: Final = feature
+        self.help_before: Final = help_before
+
+    def help_for(self, major: int) -> str:
+        """What to do instead, on PostgreSQL ``major``."""
+        if self.feature is None or _majors.supports(major, self.feature):
+            return self.help
+        return self.help_before
 
     def __repr__(self) -> str:
         return f"Rule(id={self.id!r})"
@@ -178,20 +210,6 @@ def type_name(type_node: Node | None) -> str:
         names = strings(type_node.get("names"))
         found = type_node[_TYPE_NAME] = names[-1].lower() if names else ""
     return found
-
-
-def type_mods(type_node: Node) -> list[int] | None:
-    """Integer type modifiers (``varchar(20)`` -> ``[20]``); None if absent or not integers."""
-    mods = type_node.get("typmods")
-    if not mods:
-        return None
-    out = []
-    for mod in mods:
-        const = mod.get("A_Const")
-        if const is None or "ival" not in const:
-            return None
-        out.append(int(const["ival"].get("ival", 0)))
-    return out
 
 
 def qualified(relation: Node) -> str:

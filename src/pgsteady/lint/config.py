@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pgsteady import _majors
 from pgsteady._errors_root import UsageError
 from pgsteady._record import Record
 from pgsteady.lint.base import DEFAULT_PG_VERSION
@@ -167,9 +168,11 @@ def parse_pg_version(value: object, source: str = "pg_version") -> int:
     """``15``, ``"15"`` or ``"15.4"`` -> 15; versions before 9.6 are refused."""
     text = str(value).strip()
     m = re.match(r"^(\d+)(?:\.\d+)?$", text)
-    if not m or isinstance(value, bool) or (int(m[1]) < 10 and text not in {"9.6"}):
+    major = None if not m or isinstance(value, bool) else int(m[1])
+    # 9.6 is the one two-part major lint still knows; 9.5 and older are not majors it takes.
+    if major is None or not _majors.parsable(major) or (major == 9 and text != "9.6"):
         raise UsageError(f"{source}: {value!r} is not a PostgreSQL major version (e.g. 15)")
-    return 9 if text == "9.6" else int(m[1])
+    return major
 
 
 def check_rule_ids(ids: Iterable[str], known: Iterable[str], where: str) -> None:

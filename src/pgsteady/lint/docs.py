@@ -27,6 +27,7 @@ def _facts(rule: Rule) -> list[str]:
         f"- Message: {rule.message}",
         "- Applies from PostgreSQL: "
         + (f"{rule.min_pg_version}" if rule.min_pg_version else "any version"),
+        *([f"- Before PostgreSQL {rule.feature}: {rule.help_before}"] if rule.feature else []),
         "- Size-aware with --dsn: " + ("yes" if rule.size_aware else "no"),
         "- Enabled by default: " + ("yes" if rule.default_enabled else "no"),
     ]

@@ -20,10 +20,12 @@ from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 
+from pgsteady import _majors
 from pgsteady._debuglog import debug
 from pgsteady.lint import parse
 from pgsteady.lint.base import Context, Hit, Node, Rule
 from pgsteady.lint.config import LintConfig, check_rule_ids
+from pgsteady.lint.deep import deep_call
 from pgsteady.lint.files import Unit, collect_files, read_sql
 from pgsteady.lint.report import (
     FileReport,
@@ -156,7 +158,8 @@ class Linter:
             rule_id: rule for rule_id, rule in rules.items()
             if (rule.default_enabled or rule_id in config.enable)
             and rule_id not in config.disable
-            and (rule.min_pg_version is None or config.pg_version >= rule.min_pg_version)
+            and (rule.min_pg_version is None
+                 or _majors.supports(config.pg_version, rule.min_pg_version))
         }
         self._dispatch: dict[str, list[Rule]] = {}
         for rule in self.rules.values():
@@ -342,7 +345,7 @@ class Linter:
                         at = start
                     raws.append(_Raw(rule, hit, index, at))
         except RecursionError:
-            parse.deep_call(self._check_deep, rules, kind, stmt, ctx, raws, index, (base, start))
+            deep_call(self._check_deep, rules, kind, stmt, ctx, raws, index, (base, start))
         track(kind, stmt, ctx, start)
         ctx.schema.apply(kind, stmt)
         ctx.in_do_block = False
@@ -397,7 +400,8 @@ class Linter:
         severity: Severity = hit.severity or rule.severity
         if rule.id in self.config.warn:
             severity = "warning"
-        return Finding(path, line, col, rule.id, message, rule.help, severity, table=table,
+        return Finding(path, line, col, rule.id, message,
+                       rule.help_for(self.config.pg_version), severity, table=table,
                        statement_line=stmt_line, statement_col=stmt_col)
 
 

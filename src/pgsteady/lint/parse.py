@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
 from pgsteady._record import Record
+from pgsteady.lint.deep import deep_call
+from pgsteady.lint.hints import missing_semicolon_hint, odd_blank_hint
 from pgsteady.sql import pglast_loader
 from pgsteady.sql.text import BLANKS, skip_blanks
 
@@ -50,17 +51,8 @@ _FIRST_REGION = 8 * 1024  # the first region is small, for the same reason
 _CUTS_TRIED = 4  # region ends tried before the rest of the file is split in one go
 _REGIONS_FROM = 3 * _REGION  # the file length from which it is split by region, on the thread
 _WHOLE_UP_TO = 16 * 1024  # characters: a short plain file is parsed in one call (_whole)
-# Statement keywords: a parse error at one of these, first on its line, usually means the
-# line before lacks its ';'.
-_STATEMENT_WORDS = frozenset({
-    "ALTER", "ANALYZE", "BEGIN", "CALL", "CLUSTER", "COMMENT", "COMMIT", "COPY", "CREATE",
-    "DELETE", "DO", "DROP", "GRANT", "INSERT", "LOCK", "REFRESH", "REINDEX", "RESET", "REVOKE",
-    "SELECT", "SET", "TRUNCATE", "UPDATE", "VACUUM", "WITH",
-})
-_DEEP_STACK = 512 * 1024 * 1024
 #: The decoder's C scanner (an instance attribute typeshed does not declare).
 _SCAN: Callable[[str, int], tuple[Any, int]] = vars(json.JSONDecoder())["scan_once"]
-_DEEP_RECURSION = 200_000
 
 
 class Statement(Record):
@@ -498,34 +490,6 @@ def _unparsable(text: str, char_start: int, sql: str, base: int, end: int,  # no
     raise _failure_at(text, offset, message) from None
 
 
-def deep_call(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` on a thread with a 512 MB stack and a high recursion limit.
-
-    For statements nested deeper than Python's default limit allows (a couple of hundred
-    ``CASE``, long ``||`` chains). Returns None if even that is not deep enough.
-    """
-    result: list[Any] = []
-
-    def run() -> None:
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(_DEEP_RECURSION)
-        try:
-            result.append(function(*args))
-        except RecursionError:
-            pass
-        finally:
-            sys.setrecursionlimit(limit)
-
-    size = threading.stack_size(_DEEP_STACK)
-    try:
-        worker = threading.Thread(target=run, name="pgsteady-lint-deep")
-        worker.start()
-        worker.join()
-    finally:
-        threading.stack_size(size)
-    return result[0] if result else None
-
-
 def do_block(sql: str, node: Node, base: int) -> Iterator[Statement]:
     """The SQL statements inside a ``DO`` block's PL/pgSQL body, as embedded statements.
 
@@ -606,35 +570,3 @@ def _first_word(text: str, char_start: int, base: int) -> int:
     pos = skip_blanks(text, char_start)
     skipped = text[char_start:pos]
     return base + (len(skipped) if skipped.isascii() else len(skipped.encode("utf-8")))
-
-
-def odd_blank_hint(text: str, offset: int) -> str:
-    """A hint when the error sits on a character that looks blank but is not blank to
-    PostgreSQL (a no-break space pasted from a web page, \\x1c, ...); else ``""``."""
-    for char in text[offset:offset + 64]:  # the token the error names, odd blanks included
-        if char in BLANKS:
-            return ""
-        if char.isspace():
-            break
-    else:
-        return ""
-    return (f" (U+{ord(char):04X} looks blank but PostgreSQL takes only spaces, tabs and "
-            f"newlines as blanks: replace it with a space)")
-
-
-def missing_semicolon_hint(text: str, offset: int) -> str:
-    """``"; is a ';' missing at the end of line N?"`` when the error sits at a statement
-    keyword that starts its line and the line before does not end with ';'; else ``""``."""
-    line_start = text.rfind("\n", 0, offset) + 1
-    if text[line_start:offset].strip():
-        return ""
-    word = re.match(r"[A-Za-z]+", text[offset:offset + 12])
-    if not word or word[0].upper() not in _STATEMENT_WORDS:
-        return ""
-    before = text[:line_start].rstrip()
-    lines = before.split("\n")
-    while lines and (not lines[-1].strip() or lines[-1].strip().startswith("--")):
-        lines.pop()
-    if not lines or lines[-1].rstrip().endswith(";"):
-        return ""
-    return f" (is a ';' missing at the end of line {len(lines)}?)"

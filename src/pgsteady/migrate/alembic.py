@@ -40,7 +40,7 @@ from pgsteady.settings import pg_interval
 
 log = logging.getLogger("pgsteady.migrate")
 
-SAFE, AUTOCOMMIT, COMMITS = "safe", "autocommit", "commits"
+SAFE, AUTOCOMMIT = "safe", "autocommit"
 
 
 class _CommitInsideRevision(Exception):

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from pgsteady._version import __version__
 from pgsteady.errors import UsageError
+from pgsteady.lab.scenarios import registry
 from pgsteady.report import model_sections, safe, sections
 from pgsteady.report.inputs import Result
 
@@ -119,8 +120,6 @@ document.querySelectorAll('figure').forEach(function (fig) {
 CSP = safe.content_security_policy(scripts=(SCRIPT,), styles=(STYLE,))
 
 RENDERERS: dict[str, Callable[[Result, str], str]] = {
-    "pool-drain": sections.pool_drain,
-    "lock-queue": sections.lock_queue,
     "phase-map": model_sections.phase_map,
     "sim-validate": model_sections.sim_validate,
 }
@@ -137,7 +136,8 @@ def _from_file(result: Result, render: Callable[[Result, str], T], anchor: str) 
 
 
 def _section(result: Result, anchor: str) -> str:
-    return RENDERERS.get(result.scenario, sections.generic)(result, anchor)
+    render = RENDERERS.get(result.scenario) or registry.html_section(result.scenario)
+    return (render or sections.generic)(result, anchor)
 
 
 def _summary_rows(result: Result, anchor: str) -> list[list[str]]:

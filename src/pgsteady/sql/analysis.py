@@ -23,6 +23,7 @@ import pglast
 from pglast import ast, enums
 from pglast.parser import ParseError
 
+from pgsteady import _majors
 from pgsteady.sql.locks import _ORDER, LockMode, Reach, Target, join
 from pgsteady.sql.reads import copy as _copy
 from pgsteady.sql.reads import dml as _dml
@@ -127,15 +128,23 @@ def _merge(targets: Iterable[Target]) -> Iterator[Target]:
 def _by_version(node: Any, pg_version: int | None) -> list[Target]:
     """Locks only some majors take, found by running the lock oracle on 13 to 18 (each a
     weak lock beside the statement's own; ``None``: as the majors that take them)."""
-    if isinstance(node, ast.GrantStmt) and (pg_version is None or pg_version >= 18) and \
+    if isinstance(node, ast.GrantStmt) and _since(pg_version, _majors.GRANT_LOCKS_RELATION) and \
             node.targtype == enums.GrantTargetType.ACL_TARGET_OBJECT and \
             node.objtype in (OT.OBJECT_TABLE, OT.OBJECT_SEQUENCE):
         # 18's GRANT and REVOKE lock each relation they name (not ALL TABLES IN SCHEMA).
         return [_rv(rv, AS) for rv in node.objects or () if isinstance(rv, ast.RangeVar)]
-    if isinstance(node, ast.TruncateStmt) and (pg_version is None or pg_version < 14):
+    if isinstance(node, ast.TruncateStmt) and _before(pg_version, _majors.TRUNCATE_SPARES_PARENT):
         # 13's TRUNCATE of a partition also takes ACCESS SHARE on its parent.
         return [_rv(rv, AS, Reach.PARENT) for rv in node.relations or ()]
     return []
+
+
+def _since(pg_version: int | None, first: int) -> bool:
+    return pg_version is None or _majors.supports(pg_version, first)
+
+
+def _before(pg_version: int | None, first: int) -> bool:
+    return pg_version is None or not _majors.supports(pg_version, first)
 
 
 def _option_names(options: Any) -> set[str]:

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from pgsteady import _majors
 from pgsteady._extras import needs
 from pgsteady.errors import LabError
 from pgsteady.lab import _process
@@ -47,7 +48,7 @@ from pgsteady.lab.redis_server import RedisServer
 # Tests want PgBouncer to retry a failed server login quickly (its default waits 15 s).
 TEST_PGBOUNCER_SETTINGS = {"server_login_retry": 1}
 
-SUPPORTED_PG_VERSIONS = (13, 14, 15, 16, 17, 18)
+SUPPORTED_PG_VERSIONS = _majors.SUPPORTED
 """The majors users run: where a ``pg_versions`` test without arguments runs."""
 
 
@@ -63,7 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lab: runs a lab scenario on the embedded cluster")
     config.addinivalue_line(
         "markers", "pg_versions(*majors): run once per installed PostgreSQL major (default: "
-                   "13-18; PGSTEADY_PG_VERSIONS=14,18 narrows), with fixture pg_version")
+                   f"{min(SUPPORTED_PG_VERSIONS)}-{max(SUPPORTED_PG_VERSIONS)}; "
+                   "PGSTEADY_PG_VERSIONS=14,18 narrows), with fixture pg_version")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

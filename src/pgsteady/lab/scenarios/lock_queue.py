@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from pgsteady import _verdicts
+from pgsteady import _majors, _verdicts
 from pgsteady._docs import LOCK_QUEUE
 from pgsteady.errors import LabError, MigrationError, PgsteadyError, UsageError
 from pgsteady.lab import _auth, _process
@@ -128,8 +128,9 @@ class LockQueueConfig(ClusterKnobs):
                      for flag, value in durations.items() if value <= 0]
         if self.pool_size < 1 or self.runs < 1 or self.hot_keys < 1:
             problems.append("--pool-size, --runs and the hot keys must be at least 1")
-        if self.pg_version is not None and self.pg_version < 14 and \
-                "steady" in self.strategies:
+        if self.pg_version is not None and "steady" in self.strategies and \
+                not _majors.supports(self.pg_version,
+                                     _majors.CLIENT_CONNECTION_CHECK_INTERVAL):
             problems.append(f"steady drops dead clients' sessions with "
                             f"client_connection_check_interval, which PostgreSQL 14 added; on "
                             f"{self.pg_version} run --strategy naive")

@@ -43,7 +43,6 @@ SCHEMA_VERSION = 1
 DBNAME = "lab"
 COUNTERS = ("answered", "timeouts", "rejected", "db_completions", "server_connections_opened",
             "not_ready_closures")
-GAUGES = ("cl_waiting", "sv_active", "sv_login")
 SAMPLE_EVERY = 0.2
 # steady's client pool is PgBouncer's pool_size plus this many connections: the smallest
 # overcommit that keeps every server connection busy while a worker turns one result into its

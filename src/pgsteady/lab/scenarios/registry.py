@@ -2,8 +2,12 @@
 
 Each scenario module declares one :class:`Scenario` (``SCENARIO``): its name and help, its
 config record (whose :func:`pgsteady.lab.knobs.knob` fields are its options), the function
-that runs it and the report module beside it (terminal tables, PNG charts, JSON). A new
-scenario is a module here with a ``SCENARIO`` and a line in :data:`MODULES`.
+that runs it and the report module beside it (terminal tables, PNG charts, JSON). Its section
+of ``pgsteady report``'s HTML page is ``<module>_html.section`` beside it. A new scenario is
+those modules and its line in :data:`MODULES`.
+
+This module imports nothing of pgsteady's: ``pgsteady report`` reads it to find a section
+without loading the lab (psycopg, the cluster).
 """
 
 from __future__ import annotations
@@ -14,7 +18,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-MODULES = ("pgsteady.lab.scenarios.pool_drain", "pgsteady.lab.scenarios.lock_queue")
+MODULES = {
+    "pool-drain": "pgsteady.lab.scenarios.pool_drain",
+    "lock-queue": "pgsteady.lab.scenarios.lock_queue",
+}
+"""Each scenario's name (``pgsteady lab <name>``, the JSON's ``scenario``) and its module."""
 
 Progress = Callable[[str, float], None]
 
@@ -42,4 +50,14 @@ class Scenario:
 
 
 def scenarios() -> list[Scenario]:
-    return [importlib.import_module(name).SCENARIO for name in MODULES]
+    return [importlib.import_module(module).SCENARIO for module in MODULES.values()]
+
+
+def html_section(name: str) -> Callable[[Any, str], str] | None:
+    """The scenario ``name``'s HTML section renderer (``section(result, anchor)``), imported
+    on use; None for a name that is not a lab scenario (a file from elsewhere)."""
+    module = MODULES.get(name)
+    if module is None:
+        return None
+    section: Callable[[Any, str], str] = importlib.import_module(f"{module}_html").section
+    return section

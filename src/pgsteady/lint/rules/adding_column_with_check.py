@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+from pgsteady.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "adding-column-with-check"
 MESSAGE = "ADD COLUMN with a CHECK validates every row under ACCESS EXCLUSIVE"
@@ -20,20 +20,15 @@ HELP = ("Add the column bare, then the check NOT VALID, and validate later: "
         "ALTER TABLE t ADD COLUMN qty int; ALTER TABLE t ADD CONSTRAINT t_qty_check "
         "CHECK (qty > 0) NOT VALID; ALTER TABLE t VALIDATE CONSTRAINT t_qty_check;")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_AddColumn",)
+COMMANDS = ("AT_AddColumn",)
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
-    for subtype, cmd in alter_commands(stmt):
-        if subtype != "AT_AddColumn":
-            continue
-        column = (cmd.get("def") or {}).get("ColumnDef", {})
-        for item in column.get("constraints") or ():
-            constraint = item.get("Constraint", {})
-            if constraint.get("contype") == "CONSTR_CHECK":
-                yield Hit(f"{qualified(relation)}.{column.get('colname', '?')}",
-                          constraint.get("location"), table_ref(relation))
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    relation = ctx.relation
+    column = (cmd.get("def") or {}).get("ColumnDef", {})
+    for item in column.get("constraints") or ():
+        constraint = item.get("Constraint", {})
+        if constraint.get("contype") == "CONSTR_CHECK":
+            yield Hit(f"{qualified(relation)}.{column.get('colname', '?')}",
+                      constraint.get("location"), table_ref(relation))

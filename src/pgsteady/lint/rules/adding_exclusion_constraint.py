@@ -10,23 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+from pgsteady.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "adding-exclusion-constraint"
 MESSAGE = "adding an EXCLUDE constraint checks every row under ACCESS EXCLUSIVE"
 HELP = ("Add it when the table is created (CREATE TABLE t (..., EXCLUDE USING gist "
         "(room WITH =, during WITH &&)));  on a live table, plan a maintenance window")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_AddConstraint",)
+COMMANDS = ("AT_AddConstraint",)
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
-    for subtype, cmd in alter_commands(stmt):
-        constraint = (cmd.get("def") or {}).get("Constraint", {})
-        if subtype == "AT_AddConstraint" and constraint.get("contype") == "CONSTR_EXCLUSION":
-            yield Hit(f"on {qualified(relation)}", constraint.get("location"),
-                      table_ref(relation))
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    constraint = (cmd.get("def") or {}).get("Constraint", {})
+    if constraint.get("contype") == "CONSTR_EXCLUSION":
+        yield Hit(f"on {qualified(ctx.relation)}", constraint.get("location"),
+                  table_ref(ctx.relation))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pgsteady import _majors
 from pgsteady.lint.base import (
     Context,
     Hit,
@@ -24,7 +25,7 @@ ID = "adding-stored-generated-column"
 MESSAGE = "adding a STORED generated column rewrites the table under ACCESS EXCLUSIVE"
 HELP = ("Add a plain column, fill new rows with a trigger and old rows in batches; on "
         "PostgreSQL 18+: ALTER TABLE t ADD COLUMN c int GENERATED ALWAYS AS (a * 2) VIRTUAL;")
-MIN_PG_VERSION = 12
+MIN_PG_VERSION = _majors.STORED_GENERATED_COLUMNS
 STATEMENTS = ("AlterTableStmt.AT_AddColumn",)
 SIZE_AWARE = True
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pgsteady import _majors
 from pgsteady.lint.base import (
     Context,
     Hit,
@@ -60,7 +61,7 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
                 if volatile is not None:
                     yield Hit(f"{name} DEFAULT {volatile}()", constraint.get("location"),
                               table_ref(relation))
-                elif ctx.pg_version < 11:
+                elif not _majors.supports(ctx.pg_version, _majors.FAST_COLUMN_DEFAULT):
                     yield Hit(f"{name}: before PostgreSQL 11 any default rewrites",
                               constraint.get("location"), table_ref(relation))
 

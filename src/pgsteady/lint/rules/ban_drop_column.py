@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified
+from pgsteady.lint.base import Context, Hit, Node, qualified
 
 ID = "ban-drop-column"
 MESSAGE = "dropping a column breaks code that still reads or writes it"
@@ -18,13 +18,8 @@ HELP = ("Remove every use of the column from the code and deploy that first; the
         "later migration: ALTER TABLE t DROP COLUMN IF EXISTS c;  "
         "(ignore this rule on that statement with the reason)")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_DropColumn",)
+COMMANDS = ("AT_DropColumn",)
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
-    for subtype, cmd in alter_commands(stmt):
-        if subtype == "AT_DropColumn":
-            yield Hit(f"{qualified(relation)}.{cmd.get('name', '')}", command=cmd)
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    yield Hit(f"{qualified(ctx.relation)}.{cmd.get('name', '')}", command=cmd)

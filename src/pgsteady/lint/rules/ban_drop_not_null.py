@@ -9,20 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified
+from pgsteady.lint.base import Context, Hit, Node, qualified
 
 ID = "ban-drop-not-null"
 MESSAGE = "DROP NOT NULL lets NULLs reach readers that assume there are none"
 HELP = ("Make every reader handle NULL and deploy that first; then: "
         "ALTER TABLE t ALTER COLUMN c DROP NOT NULL;  (ignore this rule there with the reason)")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_DropNotNull",)
+COMMANDS = ("AT_DropNotNull",)
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
-    for subtype, cmd in alter_commands(stmt):
-        if subtype == "AT_DropNotNull":
-            yield Hit(f"{qualified(relation)}.{cmd.get('name', '')}", command=cmd)
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    yield Hit(f"{qualified(ctx.relation)}.{cmd.get('name', '')}", command=cmd)

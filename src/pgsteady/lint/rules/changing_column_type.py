@@ -24,7 +24,6 @@ from pgsteady.lint.base import (
     Context,
     Hit,
     Node,
-    alter_commands,
     qualified,
     table_ref,
 )
@@ -36,40 +35,35 @@ HELP = ("Add a new column, backfill it in batches, move reads and writes, drop t
         "ALTER TABLE t ADD COLUMN c_new bigint; UPDATE t SET c_new = c WHERE id BETWEEN ... ; "
         "(varchar -> text, or widening a varchar, needs none of this)")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_AlterColumnType",)
+COMMANDS = ("AT_AlterColumnType",)
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    relation = ctx.relation
+    column = (cmd.get("def") or {}).get("ColumnDef", {})
+    type_node = column.get("typeName") or {}
+    target = column_type(type_node)
+    if target is None:
         return
-    for subtype, cmd in alter_commands(stmt):
-        if subtype != "AT_AlterColumnType":
-            continue
-        column = (cmd.get("def") or {}).get("ColumnDef", {})
-        type_node = column.get("typeName") or {}
-        target = column_type(type_node)
-        if target is None:
-            continue
-        name = str(cmd.get("name", ""))
-        old = ctx.schema.type_of(relation, name)
-        using = column.get("raw_default") is not None
-        where = f"{qualified(relation)}.{name}"
-        if using:
-            yield Hit(f"{where} to {target} USING ...", type_node.get("location"),
-                      table_ref(relation))
-            continue
-        verdict = rewrites(old, target)
-        if verdict is False:
-            continue
-        if verdict is True:
-            yield Hit(f"{where} from {old} to {target}", type_node.get("location"),
-                      table_ref(relation))
-        elif target.name in MAYBE_NO_REWRITE:
-            yield Hit(f"{where} to {target} may rewrite: its current type is unknown; lint "
-                      f"the whole migration folder, or give --history or --dsn",
-                      type_node.get("location"), table_ref(relation), severity="warning")
-        else:
-            yield Hit(f"{where} to {target} (no rewrite only if it already is {target})",
-                      type_node.get("location"), table_ref(relation))
+    name = str(cmd.get("name", ""))
+    old = ctx.schema.type_of(relation, name)
+    using = column.get("raw_default") is not None
+    where = f"{qualified(relation)}.{name}"
+    if using:
+        yield Hit(f"{where} to {target} USING ...", type_node.get("location"),
+                  table_ref(relation))
+        return
+    verdict = rewrites(old, target)
+    if verdict is False:
+        return
+    if verdict is True:
+        yield Hit(f"{where} from {old} to {target}", type_node.get("location"),
+                  table_ref(relation))
+    elif target.name in MAYBE_NO_REWRITE:
+        yield Hit(f"{where} to {target} may rewrite: its current type is unknown; lint "
+                  f"the whole migration folder, or give --history or --dsn",
+                  type_node.get("location"), table_ref(relation), severity="warning")
+    else:
+        yield Hit(f"{where} to {target} (no rewrite only if it already is {target})",
+                  type_node.get("location"), table_ref(relation))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+from pgsteady.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "constraint-missing-not-valid"
 MESSAGE = "adding a constraint without NOT VALID checks every row while holding a lock"
@@ -23,29 +23,24 @@ HELP = ("Add it NOT VALID, then validate in a separate step (or migration): "
         "ALTER TABLE t ADD CONSTRAINT c CHECK (...) NOT VALID; "
         "ALTER TABLE t VALIDATE CONSTRAINT c;")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_AddConstraint", "AlterTableStmt.AT_AddColumn")
+COMMANDS = ("AT_AddConstraint", "AT_AddColumn")
 SIZE_AWARE = True
 _KINDS = {"CONSTR_FOREIGN": "FOREIGN KEY", "CONSTR_CHECK": "CHECK"}
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation")
-    if ctx.is_new_table(relation):
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    relation = ctx.relation
+    if subtype == "AT_AddColumn":
+        yield from _column_references(cmd, relation)
         return
-    for subtype, cmd in alter_commands(stmt):
-        if subtype == "AT_AddColumn":
-            yield from _column_references(cmd, relation)
-            continue
-        if subtype != "AT_AddConstraint":
-            continue
-        constraint = (cmd.get("def") or {}).get("Constraint", {})
-        what = _KINDS.get(constraint.get("contype", ""))
-        if what is None or constraint.get("skip_validation"):
-            continue
-        name = constraint.get("conname")
-        label = f"{what} {name}" if name else what
-        yield Hit(f"{label} on {qualified(relation or {})}", constraint.get("location"),
-                  table_ref(relation))
+    constraint = (cmd.get("def") or {}).get("Constraint", {})
+    what = _KINDS.get(constraint.get("contype", ""))
+    if what is None or constraint.get("skip_validation"):
+        return
+    name = constraint.get("conname")
+    label = f"{what} {name}" if name else what
+    yield Hit(f"{label} on {qualified(relation)}", constraint.get("location"),
+              table_ref(relation))
 
 
 def _column_references(cmd: Node, relation: Node | None) -> Iterator[Hit]:

@@ -22,7 +22,6 @@ from pgsteady.lint.base import (
     Context,
     Hit,
     Node,
-    alter_commands,
     constraints,
     qualified,
 )
@@ -34,21 +33,18 @@ HELP = ("Keep the default in the database until no running code inserts without 
         "(Django 5+: db_default= on the field; or drop it in a later migration, after the "
         "code that writes the column is deployed)")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_AddColumn", "AlterTableStmt.AT_ColumnDefault")
+COMMANDS = ("AT_AddColumn", "AT_ColumnDefault")
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if not relation or ctx.is_new_table(relation):
-        return  # a table made in this change has no running code writing to it
-    key = ctx.key(relation)
-    for subtype, cmd in alter_commands(stmt):
-        if subtype == "AT_AddColumn":
-            column = (cmd.get("def") or {}).get("ColumnDef") or {}
-            kinds = {c.get("contype") for c in constraints(column)}
-            if {"CONSTR_NOTNULL", "CONSTR_DEFAULT"} <= kinds:
-                ctx.new_columns_with_default.add((key, str(column.get("colname", ""))))
-        elif subtype == "AT_ColumnDefault" and cmd.get("def") is None:
-            name = str(cmd.get("name", ""))
-            if (key, name) in ctx.new_columns_with_default:
-                yield Hit(f"{qualified(relation)}.{name}", command=cmd)
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    # A table made in this change has no running code writing to it: not handed here.
+    key = ctx.key(ctx.relation)
+    if subtype == "AT_AddColumn":
+        column = (cmd.get("def") or {}).get("ColumnDef") or {}
+        kinds = {c.get("contype") for c in constraints(column)}
+        if {"CONSTR_NOTNULL", "CONSTR_DEFAULT"} <= kinds:
+            ctx.new_columns_with_default.add((key, str(column.get("colname", ""))))
+    elif cmd.get("def") is None:
+        name = str(cmd.get("name", ""))
+        if (key, name) in ctx.new_columns_with_default:
+            yield Hit(f"{qualified(ctx.relation)}.{name}", command=cmd)

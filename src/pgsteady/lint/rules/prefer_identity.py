@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pgsteady import _majors
 from pgsteady.lint.base import Context, Hit, Node, column_defs, type_name
 
 ID = "prefer-identity"
 MESSAGE = "serial column: prefer an identity column"
 HELP = "Use: id bigint GENERATED ALWAYS AS IDENTITY"
-MIN_PG_VERSION = 10
+MIN_PG_VERSION = _majors.IDENTITY_COLUMNS
 STATEMENTS = ("CreateStmt", "AlterTableStmt.AT_AddColumn")
 SERIALS = frozenset({"serial", "serial2", "serial4", "serial8", "smallserial", "bigserial"})
 

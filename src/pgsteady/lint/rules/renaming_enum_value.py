@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pgsteady import _majors
 from pgsteady.lint.base import Context, Hit, Node, strings
 
 ID = "renaming-enum-value"
 MESSAGE = "renaming an enum value breaks code that uses the old label"
 HELP = ("Add the new label, move code and rows to it, stop using the old one: "
         "ALTER TYPE mood ADD VALUE 'content';  UPDATE t SET m = 'content' WHERE m = 'ok' ...")
-MIN_PG_VERSION = 10
+MIN_PG_VERSION = _majors.RENAME_ENUM_VALUE
 STATEMENTS = ("AlterEnumStmt",)
 
 

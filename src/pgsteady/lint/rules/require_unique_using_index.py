@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+from pgsteady.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "require-unique-using-index"
 MESSAGE = "adding a UNIQUE or PRIMARY KEY constraint builds its index under ACCESS EXCLUSIVE"
@@ -21,26 +21,21 @@ HELP = ("Build the index concurrently, then attach it: "
         "ALTER TABLE t ADD CONSTRAINT t_col_key UNIQUE USING INDEX t_col_key;  "
         "(PRIMARY KEY USING INDEX likewise)")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_AddConstraint", "AlterTableStmt.AT_AddColumn")
+COMMANDS = ("AT_AddConstraint", "AT_AddColumn")
 SIZE_AWARE = True
 _KINDS = {"CONSTR_UNIQUE": "UNIQUE", "CONSTR_PRIMARY": "PRIMARY KEY"}
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation")
-    if ctx.is_new_table(relation):
-        return
-    for subtype, cmd in alter_commands(stmt):
-        definition = cmd.get("def") or {}
-        constraints = []
-        if subtype == "AT_AddConstraint":
-            constraints = [definition.get("Constraint", {})]
-        elif subtype == "AT_AddColumn":  # ADD COLUMN id bigint PRIMARY KEY
-            column = definition.get("ColumnDef", {})
-            constraints = [c["Constraint"] for c in column.get("constraints") or ()
-                           if "Constraint" in c]
-        for constraint in constraints:
-            what = _KINDS.get(constraint.get("contype", ""))
-            if what is not None and not constraint.get("indexname"):
-                yield Hit(f"{what} on {qualified(relation or {})}", constraint.get("location"),
-                          table_ref(relation))
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    definition = cmd.get("def") or {}
+    if subtype == "AT_AddConstraint":
+        constraints = [definition.get("Constraint", {})]
+    else:  # ADD COLUMN id bigint PRIMARY KEY
+        column = definition.get("ColumnDef", {})
+        constraints = [c["Constraint"] for c in column.get("constraints") or ()
+                       if "Constraint" in c]
+    for constraint in constraints:
+        what = _KINDS.get(constraint.get("contype", ""))
+        if what is not None and not constraint.get("indexname"):
+            yield Hit(f"{what} on {qualified(ctx.relation)}", constraint.get("location"),
+                      table_ref(ctx.relation))

@@ -9,18 +9,19 @@ the CHECK. The rule is satisfied by such a validated check earlier in the same f
 definition is not visible here; the rule trusts it). With ``pgsteady migrate`` each file is
 one transaction, so add the CHECK in one migration and validate it in the next. A column
 already NOT NULL (declared so in an earlier migration, or a primary key's) is not scanned
-again: PostgreSQL sees the flag set and does nothing, so it is not reported.
+again: PostgreSQL sees the flag set and does nothing, so it is not reported. Before 12 the
+CHECK does not help and the rule says so: run it at a quiet time with a short lock_timeout.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pgsteady import _majors
 from pgsteady.lint.base import (
     Context,
     Hit,
     Node,
-    alter_commands,
     qualified,
     table_ref,
 )
@@ -32,22 +33,24 @@ HELP = ("Prove it first with a validated CHECK: "
         "ALTER TABLE t VALIDATE CONSTRAINT t_col_nn; "
         "ALTER TABLE t ALTER COLUMN col SET NOT NULL; "
         "ALTER TABLE t DROP CONSTRAINT t_col_nn;")
-MIN_PG_VERSION = 12
-STATEMENTS = ("AlterTableStmt.AT_SetNotNull",)
+HELP_BEFORE = ("This major scans even with a validated CHECK (PostgreSQL 12 skips it): run it "
+               "at a quiet time with a short lock_timeout and retries, or upgrade to 12+ and "
+               "prove it with a validated CHECK (col IS NOT NULL) first")
+MIN_PG_VERSION = None
+FEATURE = _majors.NOT_NULL_FROM_CHECK
+COMMANDS = ("AT_SetNotNull",)
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
-    relation = stmt.get("relation") or {}
-    if ctx.is_new_table(relation):
-        return
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
+    relation = ctx.relation
     table = ctx.key(relation)
-    if table in ctx.validated_elsewhere:
+    # Before 12 a validated CHECK proves nothing to SET NOT NULL: it scans all the same.
+    proves = _majors.supports(ctx.pg_version, FEATURE)
+    if proves and table in ctx.validated_elsewhere:
         return  # the CHECK was added by an earlier migration and validated just now
     known = ctx.schema.table(relation)
-    already = known.not_null if known is not None else set()
-    for subtype, cmd in alter_commands(stmt):
-        column = str(cmd.get("name", ""))
-        if subtype == "AT_SetNotNull" and column not in already \
-                and (table, column.lower()) not in ctx.proven_not_null:
-            yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation), command=cmd)
+    column = str(cmd.get("name", ""))
+    if (known is None or column not in known.not_null) \
+            and not (proves and (table, column.lower()) in ctx.proven_not_null):
+        yield Hit(f"{qualified(relation)}.{column}", table=table_ref(relation), command=cmd)

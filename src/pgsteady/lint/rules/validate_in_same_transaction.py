@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from pgsteady.lint.base import Context, Hit, Node, alter_commands, qualified, table_ref
+from pgsteady.lint.base import Context, Hit, Node, qualified, table_ref
 
 ID = "validate-in-same-transaction"
 MESSAGE = "VALIDATE CONSTRAINT in the same transaction as its NOT VALID add scans under " \
@@ -20,16 +20,15 @@ MESSAGE = "VALIDATE CONSTRAINT in the same transaction as its NOT VALID add scan
 HELP = ("Commit the NOT VALID add first; validate in the next migration: "
         "ALTER TABLE t VALIDATE CONSTRAINT c;")
 MIN_PG_VERSION = None
-STATEMENTS = ("AlterTableStmt.AT_ValidateConstraint",)
+COMMANDS = ("AT_ValidateConstraint",)
+NEW_TABLES = True  # NOT VALID on a new table, validated in the same transaction, too
 SIZE_AWARE = True
 
 
-def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
+def check(subtype: str, cmd: Node, ctx: Context) -> Iterator[Hit]:
     if not ctx.in_transaction:
         return
-    relation = stmt.get("relation") or {}
-    for subtype, cmd in alter_commands(stmt):
-        name = str(cmd.get("name", ""))
-        if subtype == "AT_ValidateConstraint" and name in ctx.not_valid_in_transaction:
-            yield Hit(f"{name} on {qualified(relation)}", table=table_ref(relation),
-                      command=cmd)
+    name = str(cmd.get("name", ""))
+    if name in ctx.not_valid_in_transaction:
+        yield Hit(f"{name} on {qualified(ctx.relation)}", table=table_ref(ctx.relation),
+                  command=cmd)

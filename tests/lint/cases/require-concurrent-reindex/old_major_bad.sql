@@ -1,0 +1,2 @@
+-- pgsteady-test: pg_version=11
+REINDEX TABLE orders;

@@ -1,0 +1,2 @@
+-- pgsteady-test: pg_version=10
+ALTER TABLE users ALTER COLUMN email SET NOT NULL;
