@@ -1,0 +1,229 @@
+"""The functions and triggers a pending statement runs, found in the catalog or in the pending
+migrations' text, and what they lock.
+
+``SELECT backfill()`` and ``INSERT INTO posts ...`` show no lock of what runs inside them: a
+function body that ALTERs a table, a trigger that refreshes three materialized views. Here
+each function a statement calls (``pg_proc``, or a ``CREATE FUNCTION`` earlier in the pending
+migrations, which wins over the catalog's) and each enabled trigger its data changes fire
+(``pg_trigger``, for the events the statement causes, on the tables it writes, their
+partitions, the base tables of a view written through, and the tables a cascading foreign key
+changes) is read with :mod:`~pgsteady.sql.bodies`; what those statements call and fire is
+followed in turn, each function once (a cycle ends there), at most :data:`MAX_DEPTH` deep and
+:data:`MAX_FUNCTIONS` in all. PostgreSQL's own functions and an extension's C functions lock
+no table of the application's; anything else that cannot be read (a C function of one's own,
+a body in another language, a name found nowhere, an ``EXECUTE`` of a computed string) comes
+back as a reason, so preflight never says ok over it. A name found nowhere after a pending
+``CREATE EXTENSION`` is taken as that extension's. Reads only the catalog.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from pgsteady.migrate import queries
+from pgsteady.migrate.resolve import relations
+from pgsteady.sql import bodies
+from pgsteady.sql.locks import LockMode, Reach, Target
+
+if TYPE_CHECKING:
+    from pgsteady.sql.bodies import Definition
+    from pgsteady.sql.reads import Write
+    from pgsteady.sql.statement import StatementInfo
+
+MAX_DEPTH = 8  # functions calling functions (or firing triggers) deeper than this: unknown
+MAX_FUNCTIONS = 200  # bodies read for one run of preflight
+_OWN_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+# pg_trigger.tgtype's event bits (trigger.h).
+_EVENT_BITS = {"INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
+_CASCADED = frozenset({"UPDATE", "DELETE"})  # what a foreign key's action does to its rows
+
+
+@dataclass
+class Followed:
+    """What the functions and triggers behind one statement lock: their statements (placed
+    at its line, kinds like ``UPDATE in backfill()``) and why anything stays unknown."""
+
+    statements: list[StatementInfo] = field(default_factory=list)
+    unknown: list[tuple[int, str]] = field(default_factory=list)  # (file line, why)
+
+
+@dataclass(frozen=True)
+class _Function:
+    key: str  # the oid, or "text:" and the name for one the pending migrations create
+    name: str
+    definition: Definition | None = None
+    why: str = ""  # why its body cannot be read ("" when it can, or locks nothing)
+
+
+class Follower:
+    """Follows calls and triggers for the statements of the pending migrations, in order
+    (:meth:`learn` each statement before the ones after it are followed)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.defined: dict[str, Definition] = {}  # by unqualified name, from the pending text
+        self.triggers: list[tuple[str | None, str, frozenset[str], str]] = []
+        self.extension_made = False  # a pending CREATE EXTENSION: its functions are not in yet
+        self.read_count = 0
+        self._by_name: dict[str, list[tuple[Any, ...]]] = {}
+        self._fired: dict[tuple[Any, ...], list[tuple[str, _Function]]] = {}
+
+    def learn(self, statement: StatementInfo) -> None:
+        """Note a function or trigger the pending text creates (used from then on)."""
+        if statement.kind in ("CREATE FUNCTION", "CREATE PROCEDURE"):
+            made = bodies.definition(statement.sql)
+            if made is not None:
+                self.defined[made.name.rpartition(".")[2]] = made
+        elif statement.kind in ("CREATE TRIGGER", "CREATE CONSTRAINT TRIGGER"):
+            self._learn_trigger(statement.sql)
+        elif statement.kind == "CREATE EXTENSION":
+            self.extension_made = True
+
+    def _learn_trigger(self, sql: str) -> None:
+        import pglast  # noqa: PLC0415 - when the text creates a trigger
+
+        try:
+            [raw] = pglast.parse_sql(sql)
+        except (pglast.parser.ParseError, ValueError):
+            return
+        node: Any = raw.stmt
+        events = frozenset(e for e, bit in _EVENT_BITS.items() if int(node.events) & bit)
+        function = ".".join(p.sval for p in node.funcname)
+        self.triggers.append((node.relation.schemaname or None, node.relation.relname, events,
+                              function))
+
+    def follow(self, statement: StatementInfo) -> Followed:
+        """What the functions ``statement`` calls and the triggers it fires lock, all the
+        way down (bounded)."""
+        out = Followed()
+        seen: set[str] = set()
+        todo: deque[tuple[StatementInfo, int, str]] = deque([(statement, 0, "")])
+        while todo:
+            current, depth, via = todo.popleft()
+            found = [(f"calls {name}()", f) for name in current.calls
+                     for f in self._functions(name, procedure=current.kind.startswith("CALL"))]
+            found += [(f"fires {trigger}", f) for write in current.writes
+                      for trigger, f in self._triggers(write)]
+            for how, function in found:
+                if function.why:
+                    out.unknown.append((statement.line, f"{via}{how}: {function.why}"))
+                    continue
+                if function.definition is None or function.key in seen:
+                    continue  # PostgreSQL's own, an extension's C, or read already
+                seen.add(function.key)
+                if depth >= MAX_DEPTH or self.read_count >= MAX_FUNCTIONS:
+                    limit = f"deeper than {MAX_DEPTH} functions" if depth >= MAX_DEPTH \
+                        else f"more than {MAX_FUNCTIONS} function bodies"
+                    out.unknown.append((statement.line, f"{via}{how}: {limit} are not "
+                                                         f"followed"))
+                    continue
+                self.read_count += 1
+                reading = bodies.read_definition(function.definition, statement.line, 0)
+                out.unknown += [(statement.line, f"{via}{how}: {why}")
+                                for _, why in reading.unknown]
+                for inner in reading.statements:
+                    out.statements.append(inner)
+                    todo.append((inner, depth + 1, f"{via}{how}, which "))
+        return out
+
+    def _functions(self, name: str, *, procedure: bool = False) -> list[_Function]:
+        """What a call of ``name`` (as written) may run: a definition from the pending text,
+        the catalog's overloads; none when it is PostgreSQL's own; a reason when unreadable."""
+        schema, _, bare = name.rpartition(".")
+        schema = schema.rpartition(".")[2]  # database.schema.name
+        if schema in _OWN_SCHEMAS:
+            return []
+        rows = self._catalog(bare)
+        if not schema and any(row[1] == "pg_catalog" for row in rows):
+            return []  # an unqualified name finds pg_catalog's first
+        out: list[_Function] = []
+        made = self.defined.get(bare)
+        if made is not None and (not schema or made.name == name):
+            out.append(_Function(f"text:{made.name}", made.name, made))
+        out += [_function(row) for row in rows if (row[1] == schema if schema else row[5])]
+        # Not found after a pending CREATE EXTENSION: taken as the extension's (a gap: an
+        # extension's SQL functions are read only once it is installed).
+        if not out and not self.extension_made:
+            what = "CALL runs a procedure" if procedure else "a function"
+            out.append(_Function(f"missing:{name}", name, why=(
+                f"{what} whose body preflight cannot find ({name} is neither in the "
+                f"database nor created earlier in the pending migrations)")))
+        return out
+
+    def _catalog(self, bare: str) -> list[tuple[Any, ...]]:
+        if bare not in self._by_name:
+            rows = self.conn.execute(queries.FUNCTIONS_NAMED, {"names": [bare]}).fetchall()
+            self._by_name[bare] = [tuple(row) for row in rows]
+        return self._by_name[bare]
+
+    def _triggers(self, write: Write) -> list[tuple[str, _Function]]:
+        """The triggers a data change fires (``name on table``) and their functions."""
+        key = (write.schema, write.name, write.events, write.inh)
+        if key not in self._fired:
+            self._fired[key] = self._fire(write)
+        return self._fired[key]
+
+    def _fire(self, write: Write) -> list[tuple[str, _Function]]:
+        lock = LockMode.ROW_EXCLUSIVE
+        written = [Target(write.schema, write.name, lock), Target(write.schema, write.name,
+                                                                   lock, Reach.READS)]
+        if write.inh:
+            written.append(Target(write.schema, write.name, lock, Reach.DESCENDANTS))
+        events = {locked.oid: set(write.events) for locked in relations(self.conn, written)}
+        if write.events & _CASCADED:
+            cascaded = Target(write.schema, write.name, lock, Reach.REFERENCING)
+            for locked in relations(self.conn, [cascaded]):
+                events.setdefault(locked.oid, set()).update(_CASCADED)
+        out: list[tuple[str, _Function]] = []
+        if events:
+            rows = self.conn.execute(queries.TRIGGERS_ON, {"oids": list(events)}).fetchall()
+            for oid, table, trigger, tgtype, *function in rows:
+                if any(tgtype & _EVENT_BITS[e] for e in events[oid]):
+                    out.append((f"trigger {trigger} on {table}", _function(tuple(function))))
+        for schema, table, on, function_name in self.triggers:
+            if table == write.name and (schema is None or write.schema is None or
+                                        schema == write.schema) and on & write.events:
+                out += [(f"trigger on {table} calling {function_name}()", f)
+                        for f in self._functions(function_name)]
+        return out
+
+
+def _function(row: tuple[Any, ...]) -> _Function:
+    """A pg_proc row (queries.FUNCTIONS_NAMED's columns) as something to read, or not."""
+    oid, schema, name, language, kind, _on_path, in_extension, definition = row
+    qualified = f"{schema}.{name}"
+    if schema in _OWN_SCHEMAS:
+        return _Function(str(oid), qualified)
+    if kind in ("a", "w") and not in_extension:
+        what = "an aggregate" if kind == "a" else "a window function"
+        return _Function(str(oid), qualified, why=f"{qualified}() is {what}: preflight does "
+                                                  f"not read its support functions")
+    if language in ("c", "internal"):
+        if in_extension:
+            return _Function(str(oid), qualified)  # an extension's C code: no table of ours
+        return _Function(str(oid), qualified, why=f"{qualified}() is written in {language}: "
+                                                  f"preflight cannot read its body")
+    if definition is None:
+        return _Function(str(oid), qualified, why=f"{qualified}() is in language {language}: "
+                                                  f"preflight reads SQL and PL/pgSQL bodies only")
+    made = bodies.definition(str(definition))
+    if made is None:
+        return _Function(str(oid), qualified, why=f"the definition of {qualified}() does "
+                                                  f"not parse")
+    return _Function(str(oid), qualified, replace(made, name=qualified))
+
+
+def follow_all(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
+        -> list[Followed]:
+    """:meth:`Follower.follow` for each statement, learning definitions in order."""
+    follower = Follower(conn)
+    out = []
+    for statement in statements:
+        out.append(follower.follow(statement))
+        follower.learn(statement)
+    return out
