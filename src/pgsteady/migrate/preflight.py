@@ -226,6 +226,16 @@ def _readings(migration: Migration) -> dict[int, tuple[StatementInfo, opaque.Rea
     return {i: (info, opaque.read(info)) for i, info in analysed if opaque.needs_reading(info)}
 
 
+def read_statements(migration: Migration) -> list[tuple[StatementInfo, opaque.Reading | None]]:
+    """Each statement, with what a reading of it found when its targets alone would hide its
+    locks (a DO block's statements and why the rest is unknown): what ``--plan`` shows, read
+    as preflight reads it. Text only: functions and triggers need the database."""
+    from pgsteady.sql import opaque  # noqa: PLC0415 - only when needed
+
+    return [(s, opaque.read(s) if opaque.needs_reading(s) else None)
+            for s in migration.statements]
+
+
 def _unknown(migration: Migration,
              readings: Iterable[tuple[StatementInfo, opaque.Reading]]) -> list[Unknown]:
     """Why some of the migration's locks are unknown, from its text alone."""
