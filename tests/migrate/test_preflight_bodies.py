@@ -218,3 +218,30 @@ def test_extract_in_a_do_block_is_known_on_13(pgsteady_version_database, tmp_pat
     report = apply.run_preflight(dsn, source.load_dir(folder), FAST)
     assert report.unknown == []
     assert report.clear
+
+
+def test_a_function_replaced_in_the_pending_text_is_read_from_it(db, orgs_dir):
+    """CREATE OR REPLACE of a function whose catalog body EXECUTEs a computed string: the
+    pending body is the one that runs, so nothing is unknown."""
+    _setup(db, "CREATE FUNCTION fix() RETURNS void LANGUAGE plpgsql AS $$ BEGIN "
+               "EXECUTE 'TRUNCATE ' || current_user; END $$")
+    write_migrations(orgs_dir, {"0002_fix.sql": """
+        CREATE OR REPLACE FUNCTION fix() RETURNS void LANGUAGE sql AS 'SELECT 1';
+        SELECT fix();
+    """})
+    result = _preflight(db, orgs_dir, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["unknown"] == []
+
+
+def test_many_statements_firing_one_trigger_read_it_once(db, orgs_dir, pgsteady_lock_holder):
+    """300 INSERTs firing the same trigger stay within the bound on bodies read (each body is
+    read once), and every one of them is still checked."""
+    _setup(db, TRIGGER)
+    inserts = "".join(f"INSERT INTO posts VALUES ({n}, 1);\n" for n in range(300))
+    write_migrations(orgs_dir, {"0002_seed.sql": inserts})
+    pgsteady_lock_holder(db, "post_counts", select=True)
+    data = json.loads(_preflight(db, orgs_dir, "--json").stdout)
+    assert data["unknown"] == []
+    [blocker] = data["blockers"]
+    assert blocker["needed_by"]["where"].endswith("0002_seed.sql:1")

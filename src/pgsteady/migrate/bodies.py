@@ -32,6 +32,7 @@ from pgsteady.sql.locks import LockMode, Reach, Target
 
 if TYPE_CHECKING:
     from pgsteady.sql.bodies import Definition
+    from pgsteady.sql.opaque import Reading
     from pgsteady.sql.reads import Write
     from pgsteady.sql.statement import StatementInfo
 
@@ -72,13 +73,28 @@ class Follower:
         self.read_count = 0
         self._by_name: dict[str, list[tuple[Any, ...]]] = {}
         self._fired: dict[tuple[Any, ...], list[tuple[str, _Function]]] = {}
+        self._read: dict[str, Reading] = {}  # by function key: each body is read once
+        self._any_trigger: bool | None = None
+        self._made = 0  # definitions learnt from the text (a key each)
+
+    def prefetch(self, names: Iterable[str]) -> None:
+        """Look up every function ``names`` (as written) may mean, in one query."""
+        wanted = sorted({name.rpartition(".")[2] for name in names} - set(self._by_name))
+        if not wanted:
+            return
+        for bare in wanted:
+            self._by_name[bare] = []
+        for row in self.conn.execute(queries.FUNCTIONS_NAMED, {"names": wanted}).fetchall():
+            self._by_name[str(row[2])].append(tuple(row))
 
     def learn(self, statement: StatementInfo) -> None:
         """Note a function or trigger the pending text creates (used from then on)."""
         if statement.kind in ("CREATE FUNCTION", "CREATE PROCEDURE"):
             made = bodies.definition(statement.sql)
             if made is not None:
-                self.defined[made.name.rpartition(".")[2]] = made
+                self._made += 1
+                self.defined[made.name.rpartition(".")[2]] = replace(
+                    made, key=f"text:{self._made}:{made.name}")
         elif statement.kind in ("CREATE TRIGGER", "CREATE CONSTRAINT TRIGGER"):
             self._learn_trigger(statement.sql)
         elif statement.kind == "CREATE EXTENSION":
@@ -116,20 +132,30 @@ class Follower:
                 if function.definition is None or function.key in seen:
                     continue  # PostgreSQL's own, an extension's C, or read already
                 seen.add(function.key)
-                if depth >= MAX_DEPTH or self.read_count >= MAX_FUNCTIONS:
+                reading = self._reading(function) if depth < MAX_DEPTH else None
+                if reading is None:
                     limit = f"deeper than {MAX_DEPTH} functions" if depth >= MAX_DEPTH \
                         else f"more than {MAX_FUNCTIONS} function bodies"
                     out.unknown.append((statement.line, f"{via}{how}: {limit} are not "
                                                          f"followed"))
                     continue
-                self.read_count += 1
-                reading = bodies.read_definition(function.definition, statement.line, 0)
                 out.unknown += [(statement.line, f"{via}{how}: {why}")
                                 for _, why in reading.unknown]
-                for inner in reading.statements:
+                for body_statement in reading.statements:
+                    inner = replace(body_statement, line=statement.line)
                     out.statements.append(inner)
                     todo.append((inner, depth + 1, f"{via}{how}, which "))
         return out
+
+    def _reading(self, function: _Function) -> Reading | None:
+        """What ``function``'s body locks (read once); None past :data:`MAX_FUNCTIONS`."""
+        known = self._read.get(function.key)
+        if known is None and function.definition is not None:
+            if self.read_count >= MAX_FUNCTIONS:
+                return None
+            self.read_count += 1
+            known = self._read[function.key] = bodies.read_definition(function.definition, 0, 0)
+        return known
 
     def _functions(self, name: str, *, procedure: bool = False) -> list[_Function]:
         """What a call of ``name`` (as written) may run: a definition from the pending text,
@@ -141,11 +167,12 @@ class Follower:
         rows = self._catalog(bare)
         if not schema and any(row[1] == "pg_catalog" for row in rows):
             return []  # an unqualified name finds pg_catalog's first
-        out: list[_Function] = []
         made = self.defined.get(bare)
         if made is not None and (not schema or made.name == name):
-            out.append(_Function(f"text:{made.name}", made.name, made))
-        out += [_function(row) for row in rows if (row[1] == schema if schema else row[5])]
+            # Created (or replaced) earlier in the pending text: that body runs, not the one
+            # pg_proc holds now.
+            return [_Function(made.key, made.name, made)]
+        out = [_function(row) for row in rows if (row[1] == schema if schema else row[5])]
         # Not found after a pending CREATE EXTENSION: taken as the extension's (a gap: an
         # extension's SQL functions are read only once it is installed).
         if not out and not self.extension_made:
@@ -156,9 +183,7 @@ class Follower:
         return out
 
     def _catalog(self, bare: str) -> list[tuple[Any, ...]]:
-        if bare not in self._by_name:
-            rows = self.conn.execute(queries.FUNCTIONS_NAMED, {"names": [bare]}).fetchall()
-            self._by_name[bare] = [tuple(row) for row in rows]
+        self.prefetch([bare])
         return self._by_name[bare]
 
     def _triggers(self, write: Write) -> list[tuple[str, _Function]]:
@@ -169,6 +194,11 @@ class Follower:
         return self._fired[key]
 
     def _fire(self, write: Write) -> list[tuple[str, _Function]]:
+        if self._any_trigger is None:
+            row = self.conn.execute(queries.ANY_TRIGGER).fetchone()
+            self._any_trigger = bool(row and row[0])
+        if not self._any_trigger and not self.triggers:
+            return []
         lock = LockMode.ROW_EXCLUSIVE
         written = [Target(write.schema, write.name, lock), Target(write.schema, write.name,
                                                                    lock, Reach.READS)]
@@ -216,14 +246,3 @@ def _function(row: tuple[Any, ...]) -> _Function:
         return _Function(str(oid), qualified, why=f"the definition of {qualified}() does "
                                                   f"not parse")
     return _Function(str(oid), qualified, replace(made, name=qualified))
-
-
-def follow_all(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
-        -> list[Followed]:
-    """:meth:`Follower.follow` for each statement, learning definitions in order."""
-    follower = Follower(conn)
-    out = []
-    for statement in statements:
-        out.append(follower.follow(statement))
-        follower.learn(statement)
-    return out

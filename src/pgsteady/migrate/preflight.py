@@ -272,6 +272,7 @@ def _followed(conn: psycopg.Connection[Any], pending: Sequence[Migration],
     from pgsteady.migrate import bodies  # noqa: PLC0415 - only when needed
 
     follower = bodies.Follower(conn)
+    follower.prefetch(name for m in pending for s in m.statements for name in s.calls)
     out: list[list[StatementInfo]] = []
     for migration, read in zip(pending, readings, strict=True):
         statements: list[StatementInfo] = []

@@ -381,6 +381,9 @@ JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE t.tgrelid = ANY(%(oids)s) AND NOT t.tgisinternal AND t.tgenabled <> 'D'
 """
+# Whether any table has an enabled trigger of the application's.
+ANY_TRIGGER = ("SELECT EXISTS (SELECT FROM pg_catalog.pg_trigger "
+               "WHERE NOT tgisinternal AND tgenabled <> 'D')")
 # Whether the database holds code a statement could run that is not PostgreSQL's own nor an
 # extension's C: a user trigger, or a function outside pg_catalog in another language.
 USER_CODE = """

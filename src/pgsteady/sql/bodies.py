@@ -36,6 +36,7 @@ class Definition:
     language: str
     sql: str  # the whole CREATE FUNCTION / PROCEDURE statement
     node: Any = None
+    key: str = ""  # which definition this is, for a caller that reads each once
 
 
 def definition(sql: str) -> Definition | None:

@@ -6,9 +6,10 @@ no targets (:data:`~pgsteady.sql.analysis.OPAQUE_KINDS`); a preflight that took 
 a session held ``t``. Here a PL/pgSQL ``DO`` block is read with PostgreSQL's own PL/pgSQL
 parser (``pglast.parse_plpgsql``): its static SQL, and every ``EXECUTE`` whose string is
 built from literals alone (``'...'``, ``||``, ``format()``, ``quote_ident()``), go through the
-same oracle. What stays out of sight (an ``EXECUTE`` of a string computed when it runs, a
-``CALL``, a non-PL/pgSQL ``DO``, ``DROP OWNED``, ``REINDEX SCHEMA``) comes back as a reason,
-so preflight says it cannot know instead of saying ok. The functions a statement runs (a
+same oracle (:func:`read_plpgsql` reads a function's body the same way). What stays out of
+sight (an ``EXECUTE`` of a string computed when it runs, a non-PL/pgSQL ``DO``, ``DROP
+OWNED``, ``REINDEX SCHEMA``) comes back as a reason, so preflight says it cannot know instead
+of saying ok. The functions a statement runs (a
 ``CALL``'s procedure too) are on each statement (:attr:`StatementInfo.calls`): only the
 database can tell a built-in from a function whose body must be read
 (:mod:`~pgsteady.sql.bodies`, :mod:`~pgsteady.migrate.bodies`).
