@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from pgsteady.migrate import queries
-from pgsteady.migrate.resolve import relations
+from pgsteady.migrate import queries, resolve
 from pgsteady.sql import bodies
 from pgsteady.sql.locks import LockMode, Reach, Target
 
@@ -37,11 +36,12 @@ if TYPE_CHECKING:
     from pgsteady.sql.statement import StatementInfo
 
 MAX_DEPTH = 8  # functions calling functions (or firing triggers) deeper than this: unknown
-MAX_FUNCTIONS = 200  # bodies read for one run of preflight
+MAX_FUNCTIONS = 100  # distinct functions one statement runs, all the way down
 _OWN_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 # pg_trigger.tgtype's event bits (trigger.h).
 _EVENT_BITS = {"INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
 _CASCADED = frozenset({"UPDATE", "DELETE"})  # what a foreign key's action does to its rows
+_RE = LockMode.ROW_EXCLUSIVE
 
 
 @dataclass
@@ -70,11 +70,12 @@ class Follower:
         self.defined: dict[str, Definition] = {}  # by unqualified name, from the pending text
         self.triggers: list[tuple[str | None, str, frozenset[str], str]] = []
         self.extension_made = False  # a pending CREATE EXTENSION: its functions are not in yet
-        self.read_count = 0
         self._by_name: dict[str, list[tuple[Any, ...]]] = {}
         self._fired: dict[tuple[Any, ...], list[tuple[str, _Function]]] = {}
         self._read: dict[str, Reading] = {}  # by function key: each body is read once
-        self._any_trigger: bool | None = None
+        self._on_table: dict[int, list[tuple[str, str, int, _Function]]] | None = None
+        self._resolved: dict[str, Any] = {}  # resolve.relations' cache
+        self._cascade_to: set[int] = set()  # tables with triggers and a foreign key
         self._made = 0  # definitions learnt from the text (a key each)
 
     def prefetch(self, names: Iterable[str]) -> None:
@@ -132,13 +133,13 @@ class Follower:
                 if function.definition is None or function.key in seen:
                     continue  # PostgreSQL's own, an extension's C, or read already
                 seen.add(function.key)
-                reading = self._reading(function) if depth < MAX_DEPTH else None
-                if reading is None:
+                if depth >= MAX_DEPTH or len(seen) > MAX_FUNCTIONS:
                     limit = f"deeper than {MAX_DEPTH} functions" if depth >= MAX_DEPTH \
-                        else f"more than {MAX_FUNCTIONS} function bodies"
+                        else f"more than {MAX_FUNCTIONS} functions"
                     out.unknown.append((statement.line, f"{via}{how}: {limit} are not "
                                                          f"followed"))
                     continue
+                reading = self._reading(function.key, function.definition)
                 out.unknown += [(statement.line, f"{via}{how}: {why}")
                                 for _, why in reading.unknown]
                 for body_statement in reading.statements:
@@ -147,15 +148,12 @@ class Follower:
                     todo.append((inner, depth + 1, f"{via}{how}, which "))
         return out
 
-    def _reading(self, function: _Function) -> Reading | None:
-        """What ``function``'s body locks (read once); None past :data:`MAX_FUNCTIONS`."""
-        known = self._read.get(function.key)
-        if known is None and function.definition is not None:
-            if self.read_count >= MAX_FUNCTIONS:
-                return None
-            self.read_count += 1
-            known = self._read[function.key] = bodies.read_definition(function.definition, 0, 0)
-        return known
+    def _reading(self, key: str, definition: Definition) -> Reading:
+        """What a function's body locks, read once per run (a catalog or a text holds
+        finitely many)."""
+        if key not in self._read:
+            self._read[key] = bodies.read_definition(definition, 0, 0)
+        return self._read[key]
 
     def _functions(self, name: str, *, procedure: bool = False) -> list[_Function]:
         """What a call of ``name`` (as written) may run: a definition from the pending text,
@@ -187,40 +185,69 @@ class Follower:
         return self._by_name[bare]
 
     def _triggers(self, write: Write) -> list[tuple[str, _Function]]:
-        """The triggers a data change fires (``name on table``) and their functions."""
+        """The triggers a data change fires (``name on table``) and their functions: the
+        catalog's (looked up once per table and events), then those the text created."""
         key = (write.schema, write.name, write.events, write.inh)
         if key not in self._fired:
-            self._fired[key] = self._fire(write)
-        return self._fired[key]
-
-    def _fire(self, write: Write) -> list[tuple[str, _Function]]:
-        if self._any_trigger is None:
-            row = self.conn.execute(queries.ANY_TRIGGER).fetchone()
-            self._any_trigger = bool(row and row[0])
-        if not self._any_trigger and not self.triggers:
-            return []
-        lock = LockMode.ROW_EXCLUSIVE
-        written = [Target(write.schema, write.name, lock), Target(write.schema, write.name,
-                                                                   lock, Reach.READS)]
-        if write.inh:
-            written.append(Target(write.schema, write.name, lock, Reach.DESCENDANTS))
-        events = {locked.oid: set(write.events) for locked in relations(self.conn, written)}
-        if write.events & _CASCADED:
-            cascaded = Target(write.schema, write.name, lock, Reach.REFERENCING)
-            for locked in relations(self.conn, [cascaded]):
-                events.setdefault(locked.oid, set()).update(_CASCADED)
-        out: list[tuple[str, _Function]] = []
-        if events:
-            rows = self.conn.execute(queries.TRIGGERS_ON, {"oids": list(events)}).fetchall()
-            for oid, table, trigger, tgtype, *function in rows:
-                if any(tgtype & _EVENT_BITS[e] for e in events[oid]):
-                    out.append((f"trigger {trigger} on {table}", _function(tuple(function))))
+            self._fired[key] = self._catalog_triggers(write) if self._any_trigger_here() \
+                else []
+        out = list(self._fired[key])
         for schema, table, on, function_name in self.triggers:
             if table == write.name and (schema is None or write.schema is None or
                                         schema == write.schema) and on & write.events:
                 out += [(f"trigger on {table} calling {function_name}()", f)
                         for f in self._functions(function_name)]
         return out
+
+    def _any_trigger_here(self) -> bool:
+        """Whether any table has a trigger; read with all of them (and their functions), once."""
+        if self._on_table is None:
+            rows = self.conn.execute(queries.TRIGGERS).fetchall()
+            functions = {}
+            if rows:
+                found = self.conn.execute(queries.FUNCTIONS_BY_OID,
+                                          {"oids": sorted({row[4] for row in rows})})
+                functions = {int(row[0]): _function(tuple(row)) for row in found.fetchall()}
+            self._on_table = {}
+            for oid, table, trigger, tgtype, function_oid in rows:
+                if function_oid in functions:
+                    self._on_table.setdefault(int(oid), []).append(
+                        (str(table), str(trigger), int(tgtype), functions[function_oid]))
+            if self._on_table:
+                found = self.conn.execute(queries.WITH_FOREIGN_KEYS,
+                                          {"oids": sorted(self._on_table)})
+                self._cascade_to = {int(row[0]) for row in found.fetchall()}
+        return bool(self._on_table)
+
+    def prefetch_writes(self, writes: Iterable[Write]) -> None:
+        """Resolve every table ``writes`` name in one query (when any table has a trigger)."""
+        if self._any_trigger_here():
+            targets = [t for write in writes for t in _written(write)]
+            self._resolved.update(resolve.prefetch(self.conn, targets))
+
+    def _catalog_triggers(self, write: Write) -> list[tuple[str, _Function]]:
+        on_table = self._on_table or {}
+        events: dict[int, set[str]] = {}
+        for locked in resolve.relations(self.conn, _written(write), self._resolved):
+            events.setdefault(locked.oid, set()).update(write.events)
+        if write.events & _CASCADED and self._cascade_to:  # a trigger on a referencing table
+            cascaded = Target(write.schema, write.name, _RE, Reach.REFERENCING)
+            for locked in resolve.relations(self.conn, [cascaded], self._resolved):
+                events.setdefault(locked.oid, set()).update(_CASCADED)
+        return [(f"trigger {trigger} on {table}", function)
+                for oid, wanted in events.items()
+                for table, trigger, tgtype, function in on_table.get(oid, ())
+                if any(tgtype & _EVENT_BITS[e] for e in wanted)]
+
+
+def _written(write: Write) -> list[Target]:
+    """The relations a data change writes rows of: the table (or a view's base tables) and,
+    unless ONLY, its partitions and children."""
+    targets = [Target(write.schema, write.name, _RE),
+               Target(write.schema, write.name, _RE, Reach.READS)]
+    if write.inh:
+        targets.append(Target(write.schema, write.name, _RE, Reach.DESCENDANTS))
+    return targets
 
 
 def _function(row: tuple[Any, ...]) -> _Function:

@@ -273,6 +273,7 @@ def _followed(conn: psycopg.Connection[Any], pending: Sequence[Migration],
 
     follower = bodies.Follower(conn)
     follower.prefetch(name for m in pending for s in m.statements for name in s.calls)
+    follower.prefetch_writes(w for m in pending for s in m.statements for w in s.writes)
     out: list[list[StatementInfo]] = []
     for migration, read in zip(pending, readings, strict=True):
         statements: list[StatementInfo] = []
@@ -390,20 +391,26 @@ def old_snapshots(conn: psycopg.Connection[Any], *, min_age: float) -> list[Sess
 
 
 def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
-          min_age: float = 1.0) -> Report:
-    """Preflight the pending migrations; the report names every session in their way."""
+          min_age: float = 1.0, unknown: bool = True) -> Report:
+    """Preflight the pending migrations; the report names every session in their way.
+
+    ``unknown=False``: only :attr:`Report.ok` is asked (``migrate``'s own preflight), so on a
+    database where nobody holds a lock, no function body or trigger is read for
+    :attr:`Report.unknown` (it then lists only what the text shows)."""
     report = Report(list(pending))
     needs: list[Need] = []
     readings = [_readings(m) for m in pending]
     for migration, read in zip(pending, readings, strict=True):
         # From the text alone: unknown whether or not anyone holds a lock right now.
         report.unknown += _unknown(migration, read.values())
-    # Functions and triggers: unknown or not whether anyone holds a lock right now, too.
+    anyone = _anyone_locks(conn)
+    # Functions and triggers: whether or not anyone holds a lock right now, for what is
+    # unknown; when someone does, for what they lock.
     followed = _followed(conn, pending, readings, report) \
-        if _follows(conn, pending, readings) else None
+        if (unknown or anyone) and _follows(conn, pending, readings) else None
     order = {str(m.path): i for i, m in enumerate(pending)}
     report.unknown.sort(key=lambda u: (order.get(u.file, 0), u.line))
-    if _anyone_locks(conn):  # else nobody can be in the way: no need to analyse or resolve
+    if anyone:  # else nobody can be in the way: no need to analyse or resolve
         # A DO block's statements stand in its place; what is unknown adds no need.
         readable = list(zip(pending, followed, strict=True)) if followed is not None else \
             [(m, [s for i, statement in enumerate(m.statements)
@@ -434,6 +441,6 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
                     statement.kind)))
     for blocker in report.blockers:
         log.info("preflight: %s", blocker.describe())
-    for unknown in report.unknown:
-        log.info("preflight cannot know the locks of %s", unknown.describe())
+    for hidden in report.unknown:
+        log.info("preflight cannot know the locks of %s", hidden.describe())
     return report

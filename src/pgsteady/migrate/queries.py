@@ -372,18 +372,22 @@ FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespa
 JOIN pg_catalog.pg_language l ON l.oid = p.prolang
 WHERE p.proname = ANY(%(names)s)
 """
-# The enabled user triggers on the given relations (%(oids)s), with their functions.
-TRIGGERS_ON = f"""
+# Every enabled trigger of the application's, by table (a database holds tens, not millions).
+TRIGGERS = """
 SELECT t.tgrelid::int8, t.tgrelid::regclass::text, t.tgname::text, t.tgtype::int,
-       {_FUNCTION_COLUMNS}
-FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
-JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-WHERE t.tgrelid = ANY(%(oids)s) AND NOT t.tgisinternal AND t.tgenabled <> 'D'
+       t.tgfoid::int8
+FROM pg_catalog.pg_trigger t WHERE NOT t.tgisinternal AND t.tgenabled <> 'D'
 """
-# Whether any table has an enabled trigger of the application's.
-ANY_TRIGGER = ("SELECT EXISTS (SELECT FROM pg_catalog.pg_trigger "
-               "WHERE NOT tgisinternal AND tgenabled <> 'D')")
+# Which of the given tables (%(oids)s) have a foreign key: a cascade may change their rows.
+WITH_FOREIGN_KEYS = ("SELECT DISTINCT conrelid::int8 FROM pg_catalog.pg_constraint "
+                     "WHERE contype = 'f' AND conrelid = ANY(%(oids)s)")
+# FUNCTIONS_NAMED's columns for the functions of the given oids (%(oids)s).
+FUNCTIONS_BY_OID = f"""
+SELECT {_FUNCTION_COLUMNS}
+FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.oid = ANY(%(oids)s)
+"""
 # Whether the database holds code a statement could run that is not PostgreSQL's own nor an
 # extension's C: a user trigger, or a function outside pg_catalog in another language.
 USER_CODE = """
