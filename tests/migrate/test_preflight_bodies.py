@@ -245,3 +245,18 @@ def test_many_statements_firing_one_trigger_read_it_once(db, orgs_dir, pgsteady_
     assert data["unknown"] == []
     [blocker] = data["blockers"]
     assert blocker["needed_by"]["where"].endswith("0002_seed.sql:1")
+
+
+def test_migrate_preflight_refuses_a_blocked_function_call(db, orgs_dir, pgsteady_lock_holder):
+    """migrate's own preflight sees the ALTER inside backfill() and refuses before any try."""
+    from pgsteady.errors import MigrationBlocked
+
+    _setup(db, BACKFILL)
+    write_migrations(orgs_dir, {"0002_backfill.sql": "SELECT backfill();\n"})
+    holder = pgsteady_lock_holder(db, "orgs", select=True, application_name="reader")
+    with pytest.raises(MigrationBlocked) as err:
+        apply.migrate(db, source.load_dir(orgs_dir), FAST)
+    message = str(err.value)
+    assert message.startswith("preflight: 1 session(s) would block")
+    assert f"pid {holder.pid} 'reader'" in message
+    assert "ALTER TABLE ... ADD COLUMN in public.backfill() needs ACCESS EXCLUSIVE" in message
