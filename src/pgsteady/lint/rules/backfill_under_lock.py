@@ -5,7 +5,8 @@ transaction keeps every lock until it ends. An ``UPDATE users SET plan = ...`` (
 later in the same transaction therefore runs with the table closed to every reader and
 writer, for as long as the backfill takes: seconds become an outage. The same holds when the
 backfill changes *another* table (``ALTER TABLE orgs ...; UPDATE users ...``): ``orgs`` stays
-closed until the UPDATE of ``users`` ends and the transaction commits. ``pgsteady migrate``
+closed until the UPDATE of ``users`` ends and the transaction commits (an ``ALTER TABLE ...
+RENAME`` takes the same lock). ``pgsteady migrate``
 runs each file in one transaction, so this covers the whole file; a table created in the same
 transaction (nobody else can use it yet) and a file run outside a transaction are not
 reported. squawk does not look at data changes. Commit the schema change first and backfill
