@@ -9,10 +9,11 @@ migrations, which wins over the catalog's) and each enabled trigger its data cha
 partitions, the base tables of a view written through, and the tables a cascading foreign key
 changes) is read with :mod:`~pgsteady.sql.bodies`; what those statements call and fire is
 followed in turn, each function once (a cycle ends there), at most :data:`MAX_DEPTH` deep and
-:data:`MAX_FUNCTIONS` in all. PostgreSQL's own functions and an extension's C functions lock
-no table of the application's; anything else that cannot be read (a C function of one's own,
-a body in another language, a name found nowhere, an ``EXECUTE`` of a computed string) comes
-back as a reason, so preflight never says ok over it. A name found nowhere after a pending
+:data:`MAX_FUNCTIONS` behind one statement; each body is read once per run. PostgreSQL's own
+functions and an extension's C functions lock no table of the application's; anything else
+that cannot be read (a C function of one's own, a body in another language, a name found
+nowhere, an ``EXECUTE`` of a computed string) comes back as a reason, so preflight never says
+ok over it. A name found nowhere after a pending
 ``CREATE EXTENSION`` is taken as that extension's. Reads only the catalog.
 """
 
