@@ -260,3 +260,16 @@ def test_migrate_preflight_refuses_a_blocked_function_call(db, orgs_dir, pgstead
     assert message.startswith("preflight: 1 session(s) would block")
     assert f"pid {holder.pid} 'reader'" in message
     assert "ALTER TABLE ... ADD COLUMN in public.backfill() needs ACCESS EXCLUSIVE" in message
+
+
+def test_functions_nested_too_deep_are_unknown(db, orgs_dir):
+    """A chain of functions deeper than the bound is listed as unknown, not ok."""
+    chain = "".join(f"CREATE FUNCTION f{n}() RETURNS int LANGUAGE sql AS 'SELECT f{n + 1}()';\n"
+                    for n in range(10, 0, -1))
+    _setup(db, "CREATE FUNCTION f11() RETURNS int LANGUAGE sql AS 'SELECT 1';\n" + chain)
+    write_migrations(orgs_dir, {"0002_x.sql": "SELECT f1();\n"})
+    report = apply.run_preflight(db, source.load_dir(orgs_dir), FAST)
+    [unknown] = report.unknown
+    assert unknown.line == 1
+    assert unknown.why.startswith("calls f1(), which calls f2(), which calls f3()")
+    assert unknown.why.endswith("deeper than 8 functions are not followed")
