@@ -28,8 +28,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgsteady.migrate.bodies import Follower
 from pgsteady.migrate.resolve import relations
-from pgsteady.sql.analysis import LockMode, analyze, join
+from pgsteady.sql import opaque
+from pgsteady.sql.analysis import LockMode, StatementInfo, Target, analyze, join
 
 SETUP = """
 CREATE TABLE parent (id int PRIMARY KEY, code text UNIQUE, note text);
@@ -81,6 +83,47 @@ CREATE SCHEMA scratch;
 CREATE TABLE scratch.thing (id int);
 CREATE TABLE scratch.other (id int);
 CREATE PUBLICATION pub_empty;
+CREATE TABLE stock (id int PRIMARY KEY, n int);
+INSERT INTO stock SELECT g, g FROM generate_series(1, 9) g;
+CREATE TABLE stock_log (id int, n int);
+CREATE TABLE stock_old (id int, n int);
+INSERT INTO stock_old VALUES (1, 1), (2, 2);
+CREATE TABLE stock_note (id int);
+CREATE TABLE stock_audit (id int);
+CREATE MATERIALIZED VIEW stock_mv AS SELECT count(*) AS c FROM stock;
+CREATE FUNCTION stock_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  REFRESH MATERIALIZED VIEW stock_mv;
+  INSERT INTO stock_log VALUES (NEW.id, NEW.n);
+  RETURN NEW;
+END$$;
+CREATE TRIGGER stock_changed AFTER INSERT OR UPDATE ON stock
+    FOR EACH ROW EXECUTE FUNCTION stock_changed();
+CREATE FUNCTION stock_old_cleared() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  LOCK TABLE stock_audit IN EXCLUSIVE MODE;
+  RETURN NULL;
+END$$;
+CREATE TRIGGER stock_old_cleared AFTER TRUNCATE ON stock_old
+    FOR EACH STATEMENT EXECUTE FUNCTION stock_old_cleared();
+CREATE FUNCTION backfill() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  ALTER TABLE stock_note ADD COLUMN note text;
+  UPDATE stock SET n = n + 1 WHERE id = 1;
+END$$;
+CREATE FUNCTION count_notes() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM stock_note';
+CREATE FUNCTION outer_count() RETURNS bigint LANGUAGE sql AS 'SELECT count_notes() + 1';
+CREATE FUNCTION countdown(k int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  IF k > 0 THEN RETURN countdown(k - 1); END IF;
+  LOCK TABLE stock_note IN SHARE MODE;
+  RETURN 0;
+END$$;
+CREATE FUNCTION literal_execute() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('ALTER TABLE %I ADD COLUMN c int', 'stock_audit');
+END$$;
+CREATE PROCEDURE prune() LANGUAGE sql AS $$DELETE FROM stock_old WHERE id = 1$$;
 """
 
 FORMS = [
@@ -306,6 +349,24 @@ FORMS = [
     "SET CONSTRAINTS ALL DEFERRED",
     "NOTIFY oracle",
     "SELECT 1",
+    # writable CTEs: the data change inside WITH writes (issue 39)
+    "WITH gone AS (DELETE FROM stock_old RETURNING *) INSERT INTO stock_log SELECT * FROM gone",
+    "WITH gone AS (DELETE FROM stock_old WHERE id = 1 RETURNING id) SELECT count(*) FROM gone",
+    "WITH moved AS (UPDATE stock SET n = 7 WHERE id = 4 RETURNING id) SELECT * FROM moved",
+    # functions and procedures: their bodies run (read from pg_proc)
+    "SELECT backfill()",
+    "SELECT outer_count()",
+    "SELECT countdown(2)",
+    "SELECT literal_execute()",
+    "CALL prune()",
+    "SELECT count(*) FROM stock WHERE n > extract(day FROM now())",
+    # triggers: the enabled ones the data change fires, for its events (read from pg_trigger)
+    "INSERT INTO stock VALUES (100, 1)",
+    "UPDATE stock SET n = 0 WHERE id = 2",
+    "DELETE FROM stock WHERE id = 3",
+    "INSERT INTO stock VALUES (5, 5) ON CONFLICT (id) DO UPDATE SET n = 0",
+    "TRUNCATE stock_old",
+    "DO $$ BEGIN PERFORM backfill(); INSERT INTO stock VALUES (101, 1); END $$",
 ]
 
 # Forms a major before this one cannot parse (skipped there).
@@ -387,7 +448,7 @@ def test_prediction_covers_every_lock_taken(oracle, statement, pg_version):
     [info] = analyze(statement, pg_version)
     assert PLAIN_WORDS.match(info.kind), info.kind
     predicted: dict[int, LockMode] = {}
-    for locked in relations(conn, info.targets):
+    for locked in relations(conn, _targets(conn, info)):
         known = predicted.get(locked.oid)
         predicted[locked.oid] = locked.lock if known is None else join(known, locked.lock)
     taken = _locks_taken(conn, statement)
@@ -408,6 +469,20 @@ def test_prediction_covers_every_lock_taken(oracle, statement, pg_version):
              for oid, lock in predicted.items()
              if oid not in held or not held[oid].covers(lock)]
     assert not extra, f"{statement!r} ({info.kind}) predicted more than it took: {extra}"
+
+
+def _targets(conn: psycopg.Connection[Any], info: StatementInfo) -> list[Target]:
+    """What preflight claims for the statement: its targets, a DO block's statements', and
+    those of the functions it calls and the triggers it fires (none of them unknown)."""
+    reading = opaque.read(info) if opaque.needs_reading(info) else opaque.Reading([info])
+    assert reading.unknown == []
+    follower = Follower(conn)
+    targets: list[Target] = []
+    for statement in reading.statements:
+        followed = follower.follow(statement)
+        assert followed.unknown == []
+        targets += [t for s in (statement, *followed.statements) for t in s.targets]
+    return targets
 
 
 def _chain(oid: int, catalog: dict[int, tuple[str, int | None]]) -> list[int]:

@@ -157,3 +157,31 @@ def test_literal_execute_strings_are_read(expression, table):
     reading = read(statement)
     assert reading.unknown == []
     assert table in {t.name for s in reading.statements for t in s.targets}
+
+
+def test_plan_reads_a_do_block_as_preflight_does(db, orgs_dir):
+    """--plan shows a DO block's statements and locks, and says why the rest is unknown,
+    instead of calling the whole block unknown (issue 39)."""
+    write_migrations(orgs_dir, {"0002_flag.sql": """
+        DO $$
+        DECLARE t text := 'orgs';
+        BEGIN
+          EXECUTE 'ALTER TABLE orgs ADD COLUMN flag boolean';
+          UPDATE orgs SET name = upper(name);
+          EXECUTE 'ANALYZE ' || t;
+        END $$;
+    """})
+    result = run_cli("migrate", "--dsn", db, "--dir", str(orgs_dir), "--plan")
+    assert result.returncode == 0, result.stderr
+    assert "line 4: ALTER TABLE ... ADD COLUMN in DO: ACCESS EXCLUSIVE on orgs" \
+        in result.stdout
+    assert "line 5: UPDATE in DO: ROW EXCLUSIVE on orgs" in result.stdout
+    assert "line 6: DO: cannot be known: EXECUTE of a string computed when it runs" \
+        in result.stdout
+    assert "what it locks cannot be known from its text" not in result.stdout
+    data = json.loads(run_cli("migrate", "--dsn", db, "--dir", str(orgs_dir), "--plan",
+                              "--json").stdout)
+    [do] = data["plan"][0]["statements"]
+    assert [(s["line"], s["kind"]) for s in do["inner"]] == [
+        (2, "SELECT in DO"), (4, "ALTER TABLE ... ADD COLUMN in DO"), (5, "UPDATE in DO")]
+    assert [u["line"] for u in do["unknown"]] == [6]

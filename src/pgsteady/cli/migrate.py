@@ -6,14 +6,18 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgsteady.cli import _args, _renamed
 from pgsteady.errors import EXIT_FAILURE, EXIT_OK, BadMigration, MigrationError
-from pgsteady.migrate import apply, history, repair, source, status
+from pgsteady.migrate import apply, history, preflight, repair, source, status
 from pgsteady.migrate.source import Migration
 from pgsteady.sql.locks import Reach
 from pgsteady.tools import registry
+
+if TYPE_CHECKING:
+    from pgsteady.sql.opaque import Reading
+    from pgsteady.sql.statement import StatementInfo
 
 SCHEMA_VERSION = 1
 # Layouts whose versions are whole numbers in their history; others are text (1.2, names).
@@ -120,15 +124,24 @@ def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
     return [{
         "version": m.version if registry.get(m.layout).numeric else m.tag, "name": m.name,
         "file": str(m.path), "transactional": m.transactional,
-        "statements": [{
-            "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,
-            "targets": [{"schema": t.schema, "name": t.name, "lock": str(t.lock)}
-                        for t in s.targets if t.reach == Reach.SELF],
-            "also": [{"schema": t.schema, "name": t.name, "lock": str(t.lock),
-                      "reach": str(t.reach), "only": t.only, "description": t.describe()}
-                     for t in s.targets if t.reach != Reach.SELF],
-        } for s in m.statements],
+        "statements": [_statement_data(s, reading)
+                       for s, reading in preflight.read_statements(m)],
     } for m in pending]
+
+
+def _statement_data(s: StatementInfo, reading: Reading | None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,
+        "targets": [{"schema": t.schema, "name": t.name, "lock": str(t.lock)}
+                    for t in s.targets if t.reach == Reach.SELF],
+        "also": [{"schema": t.schema, "name": t.name, "lock": str(t.lock),
+                  "reach": str(t.reach), "only": t.only, "description": t.describe()}
+                 for t in s.targets if t.reach != Reach.SELF],
+    }
+    if reading is not None:  # a DO block read as preflight reads it
+        data["inner"] = [_statement_data(inner, None) for inner in reading.statements]
+        data["unknown"] = [{"line": line, "why": why} for line, why in reading.unknown]
+    return data
 
 
 def print_plan(pending: list[Migration]) -> None:
@@ -142,13 +155,23 @@ def print_plan(pending: list[Migration]) -> None:
         if m.elsewhere is not None:
             how = f"{m.elsewhere}: migrate stops before it"
         print(f"{m.path}  ({how})", file=out)
-        for s in m.statements:
-            # Partitions and view expansions are where most reads go: said only in --json.
-            shown = [t.describe() for t in s.targets
-                     if t.reach not in (Reach.READS, Reach.DESCENDANTS)]
-            locks = ", ".join(shown) or ("what it locks cannot be known from its text"
-                                         if s.opaque else "no table lock")
-            print(f"  line {s.line}: {s.kind}: {locks}", file=out)
+        for s, reading in preflight.read_statements(m):
+            if reading is not None:  # a DO block: its statements, read as preflight reads them
+                for inner in reading.statements:
+                    print(f"  line {inner.line}: {inner.kind}: {_locks(inner)}", file=out)
+                for line, why in reading.unknown:
+                    print(f"  line {line}: {s.kind}: cannot be known: {why}", file=out)
+                if not reading.statements and not reading.unknown:
+                    print(f"  line {s.line}: {s.kind}: no table lock", file=out)
+                continue
+            print(f"  line {s.line}: {s.kind}: {_locks(s)}", file=out)
+
+
+def _locks(s: StatementInfo) -> str:
+    # Partitions and view expansions are where most reads go: said only in --json.
+    shown = [t.describe() for t in s.targets if t.reach not in (Reach.READS, Reach.DESCENDANTS)]
+    return ", ".join(shown) or ("what it locks cannot be known from its text" if s.opaque
+                                else "no table lock")
 
 
 def print_status(entries: list[status.Entry], where: str) -> None:

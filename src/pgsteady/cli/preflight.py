@@ -18,12 +18,15 @@ def register(verbs: Any) -> None:
     parser = verbs.add_parser(
         "preflight", help="what would block the pending migrations, naming the sessions",
         description="Parse the pending migrations, find the tables each statement locks and "
-                    "the lock it needs, and list live sessions that hold or wait for a "
+                    "the lock it needs (reading the DO blocks, the bodies of the functions "
+                    "called and of the triggers fired), and list live sessions that hold or "
+                    "wait for a "
                     "conflicting lock there (or, for CREATE INDEX CONCURRENTLY, hold an old "
                     "snapshot). Applies nothing.",
         epilog="exit codes: 0 nothing in the way, 1 blocking sessions found, or a statement "
-               "whose locks preflight cannot know (a DO block's EXECUTE of a computed string, "
-               "a CALL; see --allow-unknown), or the folder and the history disagree (an "
+               "whose locks preflight cannot know (an EXECUTE of a computed string in a DO "
+               "block or a function's body, a function written in C or found nowhere; see "
+               "--allow-unknown), or the folder and the history disagree (an "
                "edited, missing or unfinished version), 2 usage error or bad migration file, "
                "3 cannot connect")
     add_common(parser)

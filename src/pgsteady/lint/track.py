@@ -14,7 +14,9 @@ from pgsteady.lint.base import Context, Node, existing_foreign_key_targets
 
 #: Statement types :func:`track` learns from (the engine decodes these even if no rule asks).
 TRACKED = frozenset({"TransactionStmt", "VariableSetStmt", "CreateStmt", "AlterTableStmt",
-                     "TruncateStmt", "DeleteStmt", "DropStmt"})
+                     "TruncateStmt", "DeleteStmt", "DropStmt", "RenameStmt"})
+# ALTER TABLE ... RENAME of these takes ACCESS EXCLUSIVE (an index's rename does not).
+_RENAMED_EXCLUSIVE = frozenset({"OBJECT_TABLE", "OBJECT_COLUMN", "OBJECT_TABCONSTRAINT"})
 
 # Statements that cannot put rows back into a table the transaction emptied; any other (an
 # INSERT, COPY, MERGE, a DO block, a function call) may, and ends what lint knows.
@@ -71,6 +73,12 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
             ctx.fk_targets_in_transaction.update(existing_foreign_key_targets(kind, stmt, ctx))
     elif kind in ("TruncateStmt", "DeleteStmt"):
         _track_emptied(kind, stmt, ctx)
+    elif kind == "RenameStmt" and stmt.get("renameType") in _RENAMED_EXCLUSIVE:
+        relation = stmt.get("relation") or {}
+        if ctx.in_transaction and relation and not ctx.is_new_table(relation):
+            schema, name = ctx.key(relation)
+            renamed = stmt.get("renameType") == "OBJECT_TABLE" and stmt.get("newname")
+            ctx.altered_in_transaction.add((schema, str(renamed)) if renamed else (schema, name))
     elif kind == "DropStmt" and stmt.get("removeType") == "OBJECT_VIEW":
         for obj in stmt.get("objects") or ():
             names = [n["String"]["sval"] for n in obj.get("List", {}).get("items") or ()

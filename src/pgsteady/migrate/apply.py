@@ -221,7 +221,7 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
             log.info("nothing to apply")
             return done
         if check_first:
-            report = preflight.check(conn, todo, min_age=policy.blocker_age)
+            report = preflight.check(conn, todo, min_age=policy.blocker_age, unknown=False)
             if not report.ok:
                 raise MigrationBlocked(report.summary())
         with conn.transaction():

@@ -221,7 +221,8 @@ def run_autocommit(conn: psycopg.Connection[Any], migration: Migration, attempt:
     try:
         store.start(conn, migration)
         try:
-            if not _drop_invalid_index(conn, migration):
+            if not _drop_invalid_index(conn, migration,
+                                       recorded=not isinstance(store, _Unrecorded)):
                 _run_statements(conn, migration)
         except StatementFailed:
             store.unstart(conn, migration)  # it failed cleanly: it did not take effect
@@ -249,12 +250,15 @@ def _index_target(conn: psycopg.Connection[Any], migration: Migration) \
     return {"table": sql.Identifier(*parts).as_string(conn), "index": node.idxname}
 
 
-def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> bool:
+def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration, *,
+                        recorded: bool = True) -> bool:
     """An earlier failed CREATE INDEX CONCURRENTLY leaves an INVALID index: drop it first.
 
     Returns True if a VALID index of that name is already on the table — an earlier build
     succeeded but its history row was lost (say, the connection died in between): the
-    build is not repeated, only recorded."""
+    build is not repeated, only recorded. ``recorded=False``: the build is a step of a file
+    of several statements (:func:`apply_in_steps`) that is not its last, so nothing is
+    recorded now: the file's next statements run."""
     statement = migration.statements[0]
     target = _index_target(conn, migration)
     if target is None:
@@ -264,9 +268,10 @@ def _drop_invalid_index(conn: psycopg.Connection[Any], migration: Migration) -> 
         return False
     _oid, valid, schema, index = row
     if valid:
+        then = "recording the migration" if recorded else \
+            "going on with the file's next statement"
         log.warning("%s: index %s.%s already exists and is valid (an earlier build finished); "
-                    "recording the migration without building it again",
-                    migration.label, schema, index)
+                    "not building it again, %s", migration.label, schema, index, then)
         return True
     log.warning("%s: dropping invalid index %s.%s left by a failed earlier build",
                 migration.label, schema, index)

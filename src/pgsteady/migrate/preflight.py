@@ -20,6 +20,7 @@ strings are checked like any statement); what stays out of sight is listed in
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -225,29 +226,68 @@ def _readings(migration: Migration) -> dict[int, tuple[StatementInfo, opaque.Rea
     return {i: (info, opaque.read(info)) for i, info in analysed if opaque.needs_reading(info)}
 
 
-def _unknown(conn: psycopg.Connection[Any], migration: Migration,
+def read_statements(migration: Migration) -> list[tuple[StatementInfo, opaque.Reading | None]]:
+    """Each statement, with what a reading of it found when its targets alone would hide its
+    locks (a DO block's statements and why the rest is unknown): what ``--plan`` shows, read
+    as preflight reads it. Text only: functions and triggers need the database."""
+    from pgsteady.sql import opaque  # noqa: PLC0415 - only when needed
+
+    return [(s, opaque.read(s) if opaque.needs_reading(s) else None)
+            for s in migration.statements]
+
+
+def _unknown(migration: Migration,
              readings: Iterable[tuple[StatementInfo, opaque.Reading]]) -> list[Unknown]:
-    """Why some of the migration's locks are unknown: each reason, and each function called
-    that is not PostgreSQL's own (its body could lock anything)."""
+    """Why some of the migration's locks are unknown, from its text alone."""
     file = str(migration.path)
-    out: list[Unknown] = []
-    calls: list[tuple[str, int, str]] = []
-    for statement, reading in readings:
-        out += [Unknown(file, line, statement.kind, why) for line, why in reading.unknown]
-        calls += [(statement.kind, line, name) for line, name in reading.calls]
-    builtin: set[str] = set()
-    if calls:
-        names = sorted({name.removeprefix("pg_catalog.") for _, _, name in calls})
-        rows = conn.execute(queries.BUILTIN_FUNCTIONS, {"names": names}).fetchall()
-        builtin = {str(row[0]) for row in rows}
-    for kind, line, name in dict.fromkeys(calls):
-        # An unqualified name finds pg_catalog's function first; a qualified one its schema's.
-        own = name.removeprefix("pg_catalog.") in builtin and \
-            ("." not in name or name.startswith("pg_catalog."))
-        if not own:
-            out.append(Unknown(file, line, kind,
-                               f"calls {name}(), whose body preflight does not read"))
-    return sorted(out, key=lambda u: u.line)
+    return [Unknown(file, line, statement.kind, why) for statement, reading in readings
+            for line, why in reading.unknown]
+
+
+_CREATES_CODE = re.compile(r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:CONSTRAINT\s+)?"
+                           r"(?:FUNCTION|PROCEDURE|TRIGGER)\b", re.IGNORECASE)
+
+
+def _follows(conn: psycopg.Connection[Any], pending: Sequence[Migration],
+             readings: Sequence[dict[int, tuple[StatementInfo, opaque.Reading]]]) -> bool:
+    """Whether a statement may run a function or trigger whose body must be read: the
+    database has some, the pending text creates some, or a statement analysed already (a DO
+    block, a CALL) calls one (a database with none of its own, migrated by plain statements,
+    is not analysed for it)."""
+    if any(s.calls for read in readings for _, r in read.values() for s in r.statements) or \
+            any(part.info is not None and part.info.calls for m in pending for part in m.parts):
+        return True
+    if any(_CREATES_CODE.search(m.sql) for m in pending):
+        return True
+    row = conn.execute(queries.USER_CODE).fetchone()  # any trigger or function to read
+    return bool(row and row[0])
+
+
+def _followed(conn: psycopg.Connection[Any], pending: Sequence[Migration],
+              readings: Sequence[dict[int, tuple[StatementInfo, opaque.Reading]]],
+              report: Report) -> list[list[StatementInfo]]:
+    """Each migration's statements, a DO block's in its place, each followed by what the
+    functions it calls and the triggers it fires run; what cannot be read goes to
+    ``report.unknown``."""
+    from pgsteady.migrate import bodies  # noqa: PLC0415 - only when needed
+
+    follower = bodies.Follower(conn)
+    follower.prefetch(name for m in pending for s in m.statements for name in s.calls)
+    follower.prefetch_writes(w for m in pending for s in m.statements for w in s.writes)
+    out: list[list[StatementInfo]] = []
+    for migration, read in zip(pending, readings, strict=True):
+        statements: list[StatementInfo] = []
+        unknown: dict[tuple[int, str, str], None] = {}
+        for i, statement in enumerate(migration.statements):
+            for inner in read[i][1].statements if i in read else [statement]:
+                found = follower.follow(inner)
+                statements += [inner, *found.statements]
+                unknown.update(dict.fromkeys((line, statement.kind, why)
+                                             for line, why in found.unknown))
+            follower.learn(statement)
+        report.unknown += [Unknown(str(migration.path), *u) for u in unknown]
+        out.append(statements)
+    return out
 
 
 def lookup(conn: psycopg.Connection[Any], statements: Iterable[StatementInfo]) \
@@ -351,19 +391,31 @@ def old_snapshots(conn: psycopg.Connection[Any], *, min_age: float) -> list[Sess
 
 
 def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
-          min_age: float = 1.0) -> Report:
-    """Preflight the pending migrations; the report names every session in their way."""
+          min_age: float = 1.0, unknown: bool = True) -> Report:
+    """Preflight the pending migrations; the report names every session in their way.
+
+    ``unknown=False``: only :attr:`Report.ok` is asked (``migrate``'s own preflight), so on a
+    database where nobody holds a lock, no function body or trigger is read for
+    :attr:`Report.unknown` (it then lists only what the text shows)."""
     report = Report(list(pending))
     needs: list[Need] = []
     readings = [_readings(m) for m in pending]
     for migration, read in zip(pending, readings, strict=True):
         # From the text alone: unknown whether or not anyone holds a lock right now.
-        report.unknown += _unknown(conn, migration, read.values())
-    if _anyone_locks(conn):  # else nobody can be in the way: no need to analyse or resolve
+        report.unknown += _unknown(migration, read.values())
+    anyone = _anyone_locks(conn)
+    # Functions and triggers: whether or not anyone holds a lock right now, for what is
+    # unknown; when someone does, for what they lock.
+    followed = _followed(conn, pending, readings, report) \
+        if (unknown or anyone) and _follows(conn, pending, readings) else None
+    order = {str(m.path): i for i, m in enumerate(pending)}
+    report.unknown.sort(key=lambda u: (order.get(u.file, 0), u.line))
+    if anyone:  # else nobody can be in the way: no need to analyse or resolve
         # A DO block's statements stand in its place; what is unknown adds no need.
-        readable = [(m, [s for i, statement in enumerate(m.statements)
-                         for s in (read[i][1].statements if i in read else [statement])])
-                    for m, read in zip(pending, readings, strict=True)]
+        readable = list(zip(pending, followed, strict=True)) if followed is not None else \
+            [(m, [s for i, statement in enumerate(m.statements)
+                  for s in (read[i][1].statements if i in read else [statement])])
+             for m, read in zip(pending, readings, strict=True)]
         known = lookup(conn, [s for _, statements in readable for s in statements])
         needs = [need for m, statements in readable
                  for need in resolve(conn, m, statements, known=known)]
@@ -389,6 +441,6 @@ def check(conn: psycopg.Connection[Any], pending: Sequence[Migration], *,
                     statement.kind)))
     for blocker in report.blockers:
         log.info("preflight: %s", blocker.describe())
-    for unknown in report.unknown:
-        log.info("preflight cannot know the locks of %s", unknown.describe())
+    for hidden in report.unknown:
+        log.info("preflight cannot know the locks of %s", hidden.describe())
     return report

@@ -353,8 +353,50 @@ JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_index i ON i.indexrelid = c.oid
 """
 
-# Which of the named functions are PostgreSQL's own (an unqualified name finds pg_catalog's
-# first): they lock no table of the application's; any other function's body is unknown.
-BUILTIN_FUNCTIONS = ("SELECT DISTINCT proname FROM pg_catalog.pg_proc "
-                     "WHERE pronamespace = 'pg_catalog'::regnamespace "
-                     "AND proname = ANY(%(names)s)")
+# Every function of the given names (%(names)s, unqualified): where it is, whether an
+# unqualified call finds its schema, its language, whether an extension brought it, and the
+# CREATE FUNCTION text of a SQL or PL/pgSQL one outside PostgreSQL's own schemas (a body to
+# read). Catalog only: pg_get_functiondef takes no lock on any table.
+_FUNCTION_COLUMNS = """
+p.oid::int8, n.nspname::text, p.proname::text, l.lanname::text, p.prokind::text,
+n.nspname = ANY(pg_catalog.current_schemas(true)) AS on_path,
+EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_proc'::regclass
+        AND d.objid = p.oid AND d.deptype = 'e') AS in_extension,
+CASE WHEN l.lanname IN ('sql', 'plpgsql') AND p.prokind IN ('f', 'p')
+          AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+     THEN pg_catalog.pg_get_functiondef(p.oid) END AS definition
+"""
+FUNCTIONS_NAMED = f"""
+SELECT {_FUNCTION_COLUMNS}
+FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.proname = ANY(%(names)s)
+"""
+# Every enabled trigger of the application's, by table (a database holds tens, not millions).
+TRIGGERS = """
+SELECT t.tgrelid::int8, t.tgrelid::regclass::text, t.tgname::text, t.tgtype::int,
+       t.tgfoid::int8
+FROM pg_catalog.pg_trigger t WHERE NOT t.tgisinternal AND t.tgenabled <> 'D'
+"""
+# Which of the given tables (%(oids)s) have a foreign key: a cascade may change their rows.
+WITH_FOREIGN_KEYS = ("SELECT DISTINCT conrelid::int8 FROM pg_catalog.pg_constraint "
+                     "WHERE contype = 'f' AND conrelid = ANY(%(oids)s)")
+# FUNCTIONS_NAMED's columns for the functions of the given oids (%(oids)s).
+FUNCTIONS_BY_OID = f"""
+SELECT {_FUNCTION_COLUMNS}
+FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.oid = ANY(%(oids)s)
+"""
+# Whether the database holds code a statement could run that is not PostgreSQL's own nor an
+# extension's C: a user trigger, or a function outside pg_catalog in another language.
+USER_CODE = """
+SELECT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE NOT tgisinternal)
+    OR EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+               WHERE p.pronamespace NOT IN ('pg_catalog'::regnamespace,
+                                            'information_schema'::regnamespace)
+                 AND NOT (l.lanname IN ('c', 'internal') AND EXISTS (
+                     SELECT FROM pg_catalog.pg_depend d
+                     WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid
+                       AND d.deptype = 'e')))
+"""

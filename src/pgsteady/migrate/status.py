@@ -57,9 +57,13 @@ class Entry:
 
 
 def resumable(migration: Migration) -> bool:
-    """A started migration the runner can finish by itself on the next run."""
-    return not migration.transactional and \
-        migration.statements[0].kind == "CREATE INDEX CONCURRENTLY"
+    """A started migration the runner can finish by itself on the next run: one made only of
+    named concurrent index builds (each is kept if VALID, dropped and built again if INVALID).
+    Any other statement may have taken effect before the process died and may not be safe to
+    run again: such a file is unfinished until someone looks."""
+    return not migration.transactional and all(
+        s.kind == "CREATE INDEX CONCURRENTLY" and s.node is not None and s.node.idxname
+        for s in migration.statements)
 
 
 def partly_applied_note(migration: Migration) -> str:

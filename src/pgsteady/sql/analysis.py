@@ -16,7 +16,7 @@ relation lock, or when what it locks cannot be known from its text (``DO``, ``CA
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pglast
@@ -25,6 +25,7 @@ from pglast.parser import ParseError
 
 from pgsteady import _majors
 from pgsteady.sql.locks import _ORDER, LockMode, Reach, Target, join
+from pgsteady.sql.reads import calls as _calls
 from pgsteady.sql.reads import copy as _copy
 from pgsteady.sql.reads import dml as _dml
 from pgsteady.sql.reads import names as _names
@@ -32,47 +33,14 @@ from pgsteady.sql.reads import reads as _reads
 from pgsteady.sql.reads import rv as _rv
 from pgsteady.sql.reads import select as _select
 from pgsteady.sql.reads import tree as _tree
+from pgsteady.sql.reads import writes as _writes
+from pgsteady.sql.statement import OPAQUE_KINDS, SqlSyntaxError, StatementInfo, line_col
 from pgsteady.sql.statement_kinds import ALTER_TABLE_WORDS as _ALTER_KINDS
 from pgsteady.sql.statement_kinds import kind_of, object_words, words
 from pgsteady.sql.text import skip_blanks
 
 __all__ = ["OPAQUE_KINDS", "LockMode", "Reach", "SqlSyntaxError", "StatementInfo", "Target",
            "analyze", "join", "line_col"]
-
-
-@dataclass(frozen=True)
-class StatementInfo:
-    """One statement of a script: where it is, what it is, what it locks."""
-
-    sql: str
-    line: int
-    col: int
-    kind: str
-    targets: tuple[Target, ...]
-    transactional: bool
-    node: Any
-
-    @property
-    def strongest_lock(self) -> LockMode | None:
-        return max((t.lock for t in self.targets), key=lambda m: m.level, default=None)
-
-    @property
-    def opaque(self) -> bool:
-        """True when the text cannot say what the statement locks (``DO``, ``CALL``)."""
-        return self.kind in OPAQUE_KINDS
-
-
-class SqlSyntaxError(ValueError):
-    """The text does not parse; ``line`` and ``col`` (1-based) point at the error."""
-
-    def __init__(self, message: str, line: int, col: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.col = col
-
-    def __str__(self) -> str:
-        return f"line {self.line}, column {self.col}: {self.message}"
 
 
 def analyze(sql: str, pg_version: int | None = None) -> list[StatementInfo]:
@@ -101,15 +69,8 @@ def analyze(sql: str, pg_version: int | None = None) -> list[StatementInfo]:
         kind, targets, transactional = _describe(item.stmt)
         targets = [*targets, *_by_version(item.stmt, pg_version)]
         out.append(StatementInfo(text, line, col, kind, tuple(_merge(targets)), transactional,
-                                 item.stmt))
+                                 item.stmt, tuple(_calls(item.stmt)), tuple(_writes(item.stmt))))
     return out
-
-
-def line_col(text: str, offset: int) -> tuple[int, int]:
-    """1-based line and column of character ``offset`` in ``text``."""
-    offset = max(0, min(offset, len(text)))
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _merge(targets: Iterable[Target]) -> Iterator[Target]:
@@ -160,9 +121,6 @@ SRE = LockMode.SHARE_ROW_EXCLUSIVE
 AE = LockMode.ACCESS_EXCLUSIVE
 AT = enums.AlterTableType
 OT = enums.ObjectType
-OPAQUE_KINDS = frozenset({"DO", "CALL", "DROP OWNED", "REASSIGN OWNED", "EXECUTE",
-                          "ALTER ... ALL IN TABLESPACE", "IMPORT FOREIGN SCHEMA",
-                          "ALTER EXTENSION"})
 
 # ALTER TABLE subcommands that take less than ACCESS EXCLUSIVE (AlterTableGetLockLevel).
 _ALTER_LOCKS: dict[Any, LockMode] = {

@@ -6,16 +6,19 @@ no targets (:data:`~pgsteady.sql.analysis.OPAQUE_KINDS`); a preflight that took 
 a session held ``t``. Here a PL/pgSQL ``DO`` block is read with PostgreSQL's own PL/pgSQL
 parser (``pglast.parse_plpgsql``): its static SQL, and every ``EXECUTE`` whose string is
 built from literals alone (``'...'``, ``||``, ``format()``, ``quote_ident()``), go through the
-same oracle. What stays out of sight (an ``EXECUTE`` of a string computed when it runs, a
-``CALL``, a non-PL/pgSQL ``DO``, ``DROP OWNED``, ``REINDEX SCHEMA``) comes back as a reason,
-so preflight says it cannot know instead of saying ok. The functions a block calls are listed
-too: only the database can tell a built-in (locks no table) from one whose body is unknown.
+same oracle (:func:`read_plpgsql` reads a function's body the same way). What stays out of
+sight (an ``EXECUTE`` of a string computed when it runs, a non-PL/pgSQL ``DO``, ``DROP
+OWNED``, ``REINDEX SCHEMA``) comes back as a reason, so preflight says it cannot know instead
+of saying ok. The functions a statement runs (a
+``CALL``'s procedure too) are on each statement (:attr:`StatementInfo.calls`): only the
+database can tell a built-in from a function whose body must be read
+(:mod:`~pgsteady.sql.bodies`, :mod:`~pgsteady.migrate.bodies`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +27,6 @@ from pglast import ast
 from pglast.parser import ParseError
 
 from pgsteady.sql.analysis import SqlSyntaxError, StatementInfo, analyze
-from pgsteady.sql.reads import walk
 from pgsteady.sql.text import shorten
 
 _SHOWN_CHARS = 60  # of an expression quoted in a reason
@@ -32,7 +34,6 @@ _DEPTH = 4  # a DO that EXECUTEs a DO ...: deeper than this is unknown
 
 # Statement kinds that carry no relation in their text yet lock relations: why for each.
 _WHY = {
-    "CALL": "CALL runs a procedure whose body preflight does not read",
     "EXECUTE": "EXECUTE runs a prepared statement preflight does not see",
     "DROP OWNED": "it drops whatever a role owns, which only the catalog lists",
     "REASSIGN OWNED": "it changes whatever a role owns, which only the catalog lists",
@@ -55,16 +56,17 @@ _FORMAT = re.compile(r"%(?:(\d+)\$)?([^%sIL]*)([%sIL])")
 @dataclass(frozen=True)
 class Reading:
     """What preflight knows of one statement: the statements whose locks the oracle tells
-    (placed at the statement's file line), why anything else is unknown, functions called."""
+    (placed at the statement's file line, each with the functions it calls), and why anything
+    else is unknown."""
 
     statements: list[StatementInfo] = field(default_factory=list)
     unknown: list[tuple[int, str]] = field(default_factory=list)  # (file line, why)
-    calls: list[tuple[int, str]] = field(default_factory=list)  # (file line, function name)
 
 
 def needs_reading(statement: StatementInfo) -> bool:
-    """Whether the oracle's targets alone would hide locks the statement takes."""
-    return statement.opaque or statement.kind in _WHY or \
+    """Whether the oracle's targets alone would hide locks the statement takes (a ``CALL``
+    does not: its procedure is among its calls, which are followed like any function's)."""
+    return (statement.opaque and statement.kind != "CALL") or statement.kind in _WHY or \
         (statement.kind in _EVERY_TABLE and not statement.targets)
 
 
@@ -72,6 +74,8 @@ def read(statement: StatementInfo, depth: int = 0) -> Reading:
     """What ``statement`` locks, as far as its text (and a DO block's body) can tell."""
     if statement.kind == "DO":
         return _read_do(statement, depth)
+    if statement.kind == "CALL":
+        return Reading(statements=[statement])
     if statement.kind in _WHY:
         return Reading(unknown=[(statement.line, _WHY[statement.kind])])
     if statement.kind in _EVERY_TABLE and not statement.targets:
@@ -112,10 +116,19 @@ def _read_do(statement: StatementInfo, depth: int) -> Reading:
     # PL/pgSQL numbers lines from the body's start; place them in the file.
     found = statement.sql.find(body)
     first = statement.line + (statement.sql.count("\n", 0, found) if found >= 0 else 0)
+    return read_plpgsql(tree, lambda n: first + n - 1 if found >= 0 else statement.line,
+                        depth, "in DO")
+
+
+def read_plpgsql(tree: Any, place: Callable[[int], int], depth: int, where: str,
+                 why: str = "") -> Reading:
+    """What a parsed PL/pgSQL function (``pglast.parse_plpgsql``) locks: its static SQL and
+    literal EXECUTE strings through the oracle, each placed at ``place(body line)`` with
+    ``where`` after its kind (``in DO``); ``why`` starts each reason it gives."""
     reading = Reading()
     for lineno, expression, dynamic in _expressions(tree, 1):
-        line = first + lineno - 1 if found >= 0 else statement.line
-        _read_expression(reading, expression, dynamic, line, depth)
+        _read_expression(reading, expression, dynamic, place(lineno), depth, where=where,
+                         why=why)
     return reading
 
 
@@ -147,14 +160,14 @@ def _expressions(node: Any, lineno: int, dynamic: str | None = None) \
 
 
 def _read_expression(reading: Reading, expression: dict[str, Any], dynamic: bool,
-                     line: int, depth: int) -> None:
+                     line: int, depth: int, *, where: str, why: str) -> None:
     text = str(expression.get("query", ""))
     mode = expression.get("parseMode", 0)
     if dynamic:
         literal = _literal(text)
         if literal is None:
             shown = shorten(text, _SHOWN_CHARS)
-            reading.unknown.append((line, f"EXECUTE of a string computed when it runs "
+            reading.unknown.append((line, f"{why}EXECUTE of a string computed when it runs "
                                           f"({shown})"))
             return
         sql = literal
@@ -167,24 +180,16 @@ def _read_expression(reading: Reading, expression: dict[str, Any], dynamic: bool
         statements = analyze(sql)
     except SqlSyntaxError:
         shown = shorten(sql, _SHOWN_CHARS)
-        reading.unknown.append((line, f"preflight could not parse {shown}"))
+        reading.unknown.append((line, f"{why}preflight could not parse {shown}"))
         return
     for inner in statements:
         if needs_reading(inner):
             nested = read(replace(inner, line=line), depth + 1)  # a DO the block EXECUTEs
             reading.statements.extend(nested.statements)
-            reading.unknown.extend(nested.unknown)
-            reading.calls.extend(nested.calls)
+            reading.unknown.extend((at, why + reason) for at, reason in nested.unknown)
         else:
-            reading.calls.extend((line, name) for name in _called(inner.node))
-            reading.statements.append(replace(inner, line=line, kind=f"{inner.kind} in DO",
+            reading.statements.append(replace(inner, line=line, kind=f"{inner.kind} {where}",
                                               node=None))
-
-
-def _called(node: Any) -> list[str]:
-    """Names of the functions a statement calls, as written (``schema.name`` or ``name``)."""
-    calls: list[Any] = [item for item in walk(node) if isinstance(item, ast.FuncCall)]
-    return [".".join(part.sval for part in call.funcname) for call in calls]
 
 
 def _literal(text: str) -> str | None:

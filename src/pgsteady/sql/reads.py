@@ -8,10 +8,10 @@ TABLE AS, a rule's actions, a function's SQL body).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pglast import ast
+from pglast import ast, enums
 
 from pgsteady.sql.locks import LockMode, Reach, Target
 
@@ -94,21 +94,97 @@ def dml(kind: str) -> Any:
             value = getattr(node, attr, None)
             if value is not None:
                 targets += reads(value)
-        return kind, targets, True
+        return kind, targets + writable_ctes(node), True
     return describe
+
+
+_DML_KINDS = {ast.InsertStmt: "INSERT", ast.UpdateStmt: "UPDATE", ast.DeleteStmt: "DELETE",
+              ast.MergeStmt: "MERGE"}
+
+
+def writable_ctes(node: Any) -> list[Target]:
+    """What the data changes in a statement's WITH lock (``WITH d AS (DELETE FROM a ...)``):
+    read as a query they would only be ACCESS SHARE, but they write (ROW EXCLUSIVE). PostgreSQL
+    allows them in the top-level WITH only."""
+    ctes = getattr(getattr(node, "withClause", None), "ctes", None) or ()
+    return [t for cte in ctes if type(query := getattr(cte, "ctequery", None)) in _DML_KINDS
+            for t in dml(_DML_KINDS[type(query)])(query)[1]]
+
+
+@dataclass(frozen=True)
+class Write:
+    """A relation a statement changes rows of, as written, and the trigger events it fires
+    (``INSERT``, ``UPDATE``, ``DELETE``, ``TRUNCATE``); ``inh``: its partitions and children
+    too."""
+
+    schema: str | None
+    name: str
+    events: frozenset[str]
+    inh: bool = True
+
+
+_EVENTS = {ast.InsertStmt: {"INSERT"}, ast.UpdateStmt: {"UPDATE"}, ast.DeleteStmt: {"DELETE"},
+           ast.MergeStmt: {"INSERT", "UPDATE", "DELETE"}}
+
+
+def writes(node: Any) -> list[Write]:
+    """The relations whose triggers a statement fires: its own data change, the ones in its
+    WITH, ``COPY FROM`` and ``TRUNCATE`` (an ``INSERT ... ON CONFLICT DO UPDATE`` may update)."""
+    if isinstance(node, ast.ExplainStmt):
+        analysed = "analyze" in {str(d.defname) for d in node.options or ()
+                                 if isinstance(d, ast.DefElem)}
+        return writes(node.query) if analysed else []
+    if isinstance(node, ast.CopyStmt):
+        return [_write(node.relation, {"INSERT"})] if node.is_from and node.relation else []
+    if isinstance(node, ast.TruncateStmt):
+        return [_write(rel, {"TRUNCATE"}) for rel in node.relations or ()]
+    found: list[Write] = []
+    if type(node) in _EVENTS:
+        events = set(_EVENTS[type(node)])
+        if isinstance(node, ast.InsertStmt) and node.onConflictClause is not None and \
+                node.onConflictClause.action == enums.OnConflictAction.ONCONFLICT_UPDATE:
+            events.add("UPDATE")
+        found.append(_write(node.relation, events))
+    if isinstance(node, (ast.SelectStmt, *_EVENTS)):
+        ctes = getattr(getattr(node, "withClause", None), "ctes", None) or ()
+        found += [w for cte in ctes for w in writes(getattr(cte, "ctequery", None))]
+    return found
+
+
+def _write(relation: Any, events: set[str]) -> Write:
+    return Write(relation.schemaname or None, relation.relname, frozenset(events),
+                 bool(relation.inh))
+
+
+# Statements whose expressions are stored, not run, when the statement runs.
+_STORED = (ast.CreateFunctionStmt, ast.ViewStmt, ast.RuleStmt, ast.CreatePolicyStmt,
+           ast.AlterPolicyStmt, ast.CreateStmt, ast.CreateDomainStmt, ast.CreateTrigStmt,
+           ast.PrepareStmt, ast.DeclareCursorStmt)
+
+
+def calls(node: Any) -> list[str]:
+    """The functions (and a CALL's procedure) a statement runs, as written: ``schema.name`` or
+    ``name``. Functions PostgreSQL's grammar names itself (``EXTRACT(... FROM ...)``,
+    ``SUBSTRING(... FROM ...)``) are left out: they are its own, whatever a major calls them."""
+    if isinstance(node, _STORED):
+        return []
+    found: list[Any] = [item for item in walk(node) if isinstance(item, ast.FuncCall)
+                        and item.funcformat != enums.CoercionForm.COERCE_SQL_SYNTAX]
+    return list(dict.fromkeys(".".join(p.sval for p in call.funcname) for call in found))
 
 
 def select(node: Any) -> Described:
     if node.intoClause is not None:
-        return "SELECT INTO", reads(node), True
+        return "SELECT INTO", reads(node) + writable_ctes(node), True
     if not node.lockingClause:
-        return "SELECT", reads(node), True
+        return "SELECT", reads(node) + writable_ctes(node), True
     # FOR UPDATE / SHARE: ROW SHARE on the relations it locks rows of (all, or those after OF).
     named = [rel for clause in node.lockingClause for rel in clause.lockedRels or ()]
     stronger = frozenset(_written(rel) for rel in named)
     if any(not clause.lockedRels for clause in node.lockingClause):
         stronger = frozenset()  # a clause without OF: every relation
-    return "SELECT ... FOR UPDATE/SHARE", reads(node, RS, stronger=stronger), True
+    return "SELECT ... FOR UPDATE/SHARE", reads(node, RS, stronger=stronger) + \
+        writable_ctes(node), True
 
 
 def _written(rel: Any) -> str:

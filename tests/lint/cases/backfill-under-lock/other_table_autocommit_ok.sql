@@ -1,0 +1,3 @@
+-- pgsteady-test: assume_in_transaction=false
+ALTER TABLE orgs ADD COLUMN plan text;
+UPDATE users SET plan_id = 1 WHERE id BETWEEN 1 AND 5000;
