@@ -118,7 +118,7 @@ def policy_of(args: argparse.Namespace) -> apply.Policy:
 
 def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
     return [{
-        "version": m.version if registry.get(m.layout).numeric else m.tag, "name": m.name,
+        "version": m.version if registry.get(m.tool).numeric else m.tag, "name": m.name,
         "file": str(m.path), "transactional": m.transactional,
         "statements": [{
             "line": s.line, "col": s.col, "kind": s.kind, "sql": s.sql,
@@ -248,7 +248,7 @@ def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
             print_plan(pending)
         return EXIT_OK
 
-    numeric = not migrations or registry.get(migrations[0].layout).numeric
+    numeric = not migrations or registry.get(migrations[0].tool).numeric
 
     def shown(done: apply.Applied) -> int | str:
         """The version as --plan and preflight show it: the tool's own where not a number."""

@@ -109,7 +109,7 @@ RECONNECT_TIMEOUT = 2
 
 def store_of(policy: Policy, migrations: Sequence[Migration]) -> history.Store:
     """The history table of the migrations' tool (pgsteady's by default)."""
-    tools = {m.layout for m in migrations} or {"pgsteady"}
+    tools = {m.tool for m in migrations} or {"pgsteady"}
     if len(tools) > 1:
         raise UsageError(f"migrations from several layouts ({', '.join(sorted(tools))}); run "
                          f"one folder at a time")

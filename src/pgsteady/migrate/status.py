@@ -70,7 +70,7 @@ def partly_applied_note(migration: Migration) -> str:
     steps = len(migration.parts)
     if migration.transactional or steps < 2:
         return ""
-    tool = source.tool_name(migration.layout)
+    tool = source.tool_name(migration.tool)
     return (f"its {steps} statements run one by one outside a transaction: if a run failed "
             f"part-way, the statements before the failed one are applied though the history "
             f"cannot show it, and {tool} reruns the whole file")
@@ -98,7 +98,7 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
             entries.append(Entry(migration.tag, state, migration, row,
                                  "started, never finished; it ran outside a transaction"))
         elif row.name is not None and row.name != migration.name and \
-                registry.get(migration.layout).keeps_names:
+                registry.get(migration.tool).keeps_names:
             entries.append(Entry(migration.tag, CHANGED, migration, row,
                                  f"applied as {row.name!r}, the file now says "
                                  f"{migration.name!r}"))

@@ -17,7 +17,8 @@ class Alembic(Tool):
 
     name = "alembic"
     display = "Alembic"
-    layout = False
+    migrates = False
+    writes_history = False
     history_table = "alembic_version"
     history_order = "version_num"
 
@@ -27,7 +28,7 @@ class AlembicSql(Tool):
 
     name = "alembic-sql"
     display = "alembic upgrade --sql"
-    layout = False
+    migrates = False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), False

@@ -107,6 +107,36 @@ def flyway_order(text: str) -> tuple[int, ...] | None:
     return tuple(parts)
 
 
+# The statements Flyway's PostgreSQL parser runs outside a transaction (its patterns, on the
+# statement's first words), as parse-tree kinds; the words make a quick test first.
+OUTSIDE_WORDS = re.compile(
+    r"\b(concurrently|database|tablespace|subscription|system|vacuum|discard|reindex)\b",
+    re.IGNORECASE)
+OUTSIDE_NODES = frozenset({"CreatedbStmt", "DropdbStmt", "CreateTableSpaceStmt",
+                           "DropTableSpaceStmt", "CreateSubscriptionStmt",
+                           "DropSubscriptionStmt", "AlterSystemStmt", "IndexStmt", "DropStmt",
+                           "ReindexStmt", "VacuumStmt", "DiscardStmt"})
+_REINDEX_MANY = frozenset({"REINDEX_OBJECT_SCHEMA", "REINDEX_OBJECT_SYSTEM",
+                           "REINDEX_OBJECT_DATABASE"})
+
+
+def keeps_out(kind: str, node: dict[str, object]) -> bool:
+    """Whether Flyway's parser runs a statement (its parse-tree ``kind`` and ``node``)
+    outside a transaction: ``CREATE [UNIQUE] INDEX CONCURRENTLY``, ``DROP INDEX
+    CONCURRENTLY``, ``CREATE/DROP DATABASE|TABLESPACE|SUBSCRIPTION``, ``ALTER SYSTEM``,
+    ``REINDEX SCHEMA|DATABASE|SYSTEM``, ``VACUUM`` or ``DISCARD ALL``."""
+    if kind in ("IndexStmt", "DropStmt"):
+        return bool(node.get("concurrent")) and (
+            kind == "IndexStmt" or node.get("removeType") == "OBJECT_INDEX")
+    if kind == "ReindexStmt":
+        return node.get("kind") in _REINDEX_MANY
+    if kind == "VacuumStmt":
+        return bool(node.get("is_vacuumcmd"))
+    if kind == "DiscardStmt":
+        return node.get("target") == "DISCARD_ALL"
+    return kind in OUTSIDE_NODES
+
+
 # The history statements (action -> statement; {} is the qualified table name, values are
 # parameters).
 _HISTORY_DML: dict[str, LiteralString] = {
@@ -147,9 +177,28 @@ CREATE TABLE IF NOT EXISTS {} (
     success boolean NOT NULL
 )"""
     history_dml = _HISTORY_DML
+    outside_words = OUTSIDE_WORDS
+    outside_nodes = OUTSIDE_NODES
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), flyway_transactional(path, text)
+
+    def in_transaction(self, declared: bool | None, outside: Sequence[bool]) -> bool | None:
+        """As Flyway decides for a script without ``executeInTransaction``: in a
+        transaction when every statement can run in one, else without one; None for a
+        script mixing the two, which Flyway refuses unless ``mixed=true`` (then it runs it
+        statement by statement, without one)."""
+        if declared is not None:
+            return declared
+        if not any(outside):
+            return True
+        return False if all(outside) else None
+
+    def keeps_out(self, kind: str, node: dict[str, object]) -> bool:
+        return keeps_out(kind, node)
+
+    def baseline_row(self, params: dict[str, Any]) -> None:
+        params["duration_ms"] = 0
 
     def file(self, path: Path, skipped: list[Skipped],
              heads: dict[Path, bytes]) -> MigrationFile | None:
@@ -193,7 +242,7 @@ CREATE TABLE IF NOT EXISTS {} (
     def version_key(self, text: str) -> object:
         return flyway_order(text)
 
-    def checksum(self, text: str) -> str | None:
+    def checksum(self, text: str, path: Path) -> str | None:
         return str(flyway_checksum(text))
 
     def read_history(self, rows: Sequence[dict[str, Any]],

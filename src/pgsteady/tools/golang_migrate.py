@@ -12,26 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgsteady.tools._base import (
-    FlatTool,
-    LockPlace,
-    MigrationFile,
-    Row,
-    Skipped,
-    UpPart,
-    check_version,
-    go_advisory_lock_id,
-    named,
-    read,
-    sql_file,
-)
+from pgsteady.tools._base import FlatTool, LockPlace, Row, go_advisory_lock_id
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, LiteralString
 
-    from pgsteady.tools._base import Entry, Versioned
+    from pgsteady.tools._base import Entry, Listing, Versioned
 
 UP = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.up\.sql$")
 DOWN = re.compile(r"^\d+_.+\.down\.sql$")
@@ -60,20 +48,16 @@ class GolangMigrate(FlatTool):
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (version bigint NOT NULL PRIMARY KEY, "
                    "dirty boolean NOT NULL)")
     history_dml = _HISTORY_DML
+    # one row, the current version: a start or a record replaces it
+    start_actions = ("clear", "record")
+    record_actions = ("clear", "record")
+    file_pattern = UP
+    file_hint = "<version>_<name>.up.sql"
+    quiet_pattern = DOWN
 
-    def file(self, path: Path, skipped: list[Skipped],
-             heads: dict[Path, bytes]) -> MigrationFile | None:
-        if not sql_file(path, skipped):
-            return None
-        if DOWN.match(path.name):
-            return None  # the down half of a pair: not applied, not worth a warning
-        match = named(path, UP, "<version>_<name>.up.sql", skipped)
-        if match is None:
-            return None
-        text = read(path, heads)
-        version = check_version(path, match["version"])
-        return MigrationFile(self.name, version, str(version), (version,), match["name"], path,
-                             UpPart(text), None, text)
+    def lint_files(self, listing: Listing, down: Callable[[Path], None],
+                   other: Callable[[Path, str], None]) -> list[Path] | None:
+        return lint_files(listing.entries, down, other)
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """golang-migrate (v4.15+) holds ``pg_advisory_lock`` of a key made from the schema,

@@ -19,9 +19,6 @@ from pgsteady.tools._base import (
     UpPart,
     check_version,
     lines_between,
-    named,
-    read,
-    sql_file,
 )
 from pgsteady.tools.pgsteady import NUMBERED
 
@@ -95,6 +92,8 @@ CREATE TABLE IF NOT EXISTS {} (
     history_seed = ("INSERT INTO {} (version_id, is_applied) "
                     "SELECT 0, true WHERE NOT EXISTS (SELECT 1 FROM {})")
     history_dml = _HISTORY_DML
+    file_pattern = NUMBERED
+    down_mark = r"--\s*\+goose\s+down"
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return goose_up(path, text)
@@ -116,16 +115,7 @@ CREATE TABLE IF NOT EXISTS {} (
             return MigrationFile(self.name, version, str(version), (version,), go["name"],
                                  path, UpPart(""), True, "", elsewhere="a Go migration, which "
                                  "goose runs itself (pgsteady runs SQL)")
-        if not sql_file(path, skipped):
-            return None
-        match = named(path, NUMBERED, "<version>_<name>.sql", skipped)
-        if match is None:
-            return None
-        text = read(path, heads)
-        version = check_version(path, match["version"])
-        up, transactional = goose_up(path, text)
-        return MigrationFile(self.name, version, str(version), (version,), match["name"], path,
-                             up, transactional, text)
+        return super().file(path, skipped, heads)
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return entry.is_file and NUMBERED.match(entry.name) is not None and re.search(

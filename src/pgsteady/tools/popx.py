@@ -14,6 +14,8 @@ TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from pgsteady.tools._base import Listing
+
 # popx's own pattern (match.go: ParseMigrationFilename): no dot in the name; an
 # ``.autocommit`` where the dialect goes means every database. Its PostgreSQL dialect and
 # pop's synonyms for it; any other dialect is another database's file (or one popx ignores).
@@ -27,13 +29,17 @@ _MARK = re.compile(r"\.(autocommit|postgres|postgresql|pg|pgx|mysql|mariadb|sqli
 class Popx(Tool):
     name = "popx"
     display = "popx"
-    layout = False
+    migrates = False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         # a transaction per file (popx's Runner), none for autocommit ones
         match = NAME.match(path.name)
         return UpPart(text), not (match and (match["autocommit"]
                                              or match["dialect"] == "autocommit"))
+
+    def lint_files(self, listing: Listing, down: Callable[[Path], None],
+                   other: Callable[[Path, str], None]) -> list[Path] | None:
+        return lint_files(listing.folder, down, other)
 
 
 def names_fit(names: Sequence[str]) -> bool:

@@ -87,6 +87,7 @@ class SqlMigrate(FlatTool):
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (id text NOT NULL PRIMARY KEY, "
                    "applied_at timestamp with time zone)")
     history_dml = _HISTORY_DML
+    down_mark = r"--\s*\+migrate\s+down"
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """sql-migrate takes no lock of its own (two runs can overlap): nothing to add to
