@@ -465,3 +465,21 @@ def test_skipped_flyway_scripts_say_why(tmp_path, capsys):
     assert set(reasons) == {"B1_20_0__baseline.sql", "R__views.sql"}
     for reason in reasons.values():
         assert "repeatable, undo or baseline" in reason, reason
+
+
+@pytest.mark.parametrize("mark", ["Cargo.toml", "no-transaction"])
+def test_a_sqlx_folder_is_judged_as_sqlx_runs_it(tmp_path, capsys, mark):
+    """A sqlx folder (a crate's Cargo.toml beside it, or a file with sqlx's
+    `-- no-transaction` first line) is read as sqlx's: sqlx sets no timeouts, so a table
+    lock without lock_timeout is reported (the pgsteady profile hid it)."""
+    crate = write(tmp_path, {"Cargo.toml": "[package]\nname = 'app'\n"} if mark == "Cargo.toml"
+                  else {})
+    files = {"migrations/20240101000001_add.sql": "ALTER TABLE orders ADD COLUMN note text;\n"}
+    if mark == "no-transaction":
+        files["migrations/20240101000002_index.sql"] = "-- no-transaction\n" + CONCURRENT
+    write(crate, files)
+    _, found, runner = run(capsys, str(crate / "migrations"))
+    assert runner == "sqlx"
+    assert ("20240101000001_add.sql", "require-lock-timeout") in found
+    assert not any(name.endswith("_index.sql") and rule == "concurrently-in-transaction"
+                   for name, rule in found)

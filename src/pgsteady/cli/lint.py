@@ -29,7 +29,7 @@ from pgsteady.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
-            "tern, popx, sqitch, alembic-sql, plain, django")
+            "tern, sqlx, popx, sqitch, alembic-sql, plain, django")
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:

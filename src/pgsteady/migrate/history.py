@@ -33,7 +33,7 @@ from psycopg import sql
 from pgsteady.errors import MigrationError, UsageError
 from pgsteady.migrate import queries
 from pgsteady.settings import default_label
-from pgsteady.tools import registry
+from pgsteady.tools import histories, registry
 from pgsteady.tools.registry import Row
 
 if TYPE_CHECKING:
@@ -96,6 +96,27 @@ class Store:
             return []
         query = queries.history_rows(self.schema, self.table, self.kept.history_order)
         return [r[0] for r in conn.execute(query).fetchall()]
+
+    def refuse_foreign(self, conn: psycopg.Connection[Any]) -> None:
+        """UsageError when another runner's history table holding rows is in the schemas
+        this run uses (the history's, and ``current_schema()``): that runner keeps this
+        database, and the folder read as this tool's would apply its migrations again.
+        Names the table and the ``--tool`` that reads it; the caller applies nothing."""
+        row = conn.execute(queries.DATABASE_AND_SCHEMA).fetchone()
+        schemas = list(dict.fromkeys([self.schema, *([row[1]] if row and row[1] else [])]))
+        found = conn.execute(queries.HISTORY_TABLES, {"names": histories.table_names(),
+                                                      "schemas": schemas}).fetchall()
+        beside: dict[str, set[str]] = {}
+        for schema, table, _ in found:
+            beside.setdefault(schema, set()).add(table)
+        for schema, table, columns in found:
+            whose = histories.identify(table, columns, beside[schema])
+            if whose is None or whose.tool == self.tool:
+                continue
+            count = conn.execute(queries.rows_up_to(schema, table, _ROWS_SHOWN)).fetchone()
+            rows = int(count[0]) if count else 0
+            if rows:
+                raise UsageError(_foreign_refusal(schema, table, rows, whose, self.kept.display))
 
     def applied(self, conn: psycopg.Connection[Any],
                 migrations: Sequence[Migration] = ()) -> dict[str, Row]:
@@ -277,6 +298,21 @@ class Store:
                                      f"{self.qualified} changed; see pgsteady migrate --status")
         else:  # the other tools keep no checksum: record it as applied
             self.record(conn, migration, 0, 0.0)
+
+
+_ROWS_SHOWN = 100_000  # a history's rows are counted up to this
+
+
+def _foreign_refusal(schema: str, table: str, rows: int, whose: histories.Signature,
+                     display: str) -> str:
+    """One line: which runner keeps this database, and what to do instead."""
+    many = f"{rows}{'+' if rows >= _ROWS_SHOWN else ''} row{'s' if rows != 1 else ''}"
+    how = (f"pass --tool {whose.tool} to read it (and check that --dir is that tool's folder)"
+           if whose.tool is not None else
+           f"migrate it with {whose.runner} itself (pgsteady does not run its folders)")
+    return (f"{schema}.{table} holds {whose.runner}'s history ({many}): another migration "
+            f"runner keeps this database, and the folder read as {display}'s would apply its "
+            f"migrations again; nothing applied. {how}")
 
 
 def _as_int(tag: str) -> int | None:

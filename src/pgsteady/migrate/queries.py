@@ -119,6 +119,25 @@ def history_rows(schema: str, table: str, order_by: str) -> sql.Composed:
         sql.Identifier(schema, table), sql.Identifier(order_by))
 
 
+# Tables named as some migration runner's history, in the schemas a run uses, with their
+# columns (tools.histories tells whose each is).
+HISTORY_TABLES = """
+SELECT n.nspname::text, c.relname::text, array_agg(a.attname::text ORDER BY a.attnum)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%(names)s) AND n.nspname = ANY(%(schemas)s)
+GROUP BY 1, 2
+ORDER BY 1, 2
+"""
+
+
+def rows_up_to(schema: str, table: str, limit: int) -> sql.Composed:
+    """How many rows ``schema.table`` holds, counted up to ``limit``."""
+    return sql.SQL("SELECT count(*) FROM (SELECT FROM {} LIMIT {}) AS r").format(
+        sql.Identifier(schema, table), sql.Literal(limit))
+
+
 HISTORY_COLUMN_EXISTS = """
 SELECT EXISTS (SELECT 1 FROM pg_attribute
                WHERE attrelid = to_regclass(%(table)s) AND attname = %(column)s

@@ -339,6 +339,11 @@ class Tool:
     start_actions: ClassVar[tuple[str, ...]] = ()
     record_actions: ClassVar[tuple[str, ...]] = ("record",)
     record_one_row: ClassVar[bool] = False
+    #: The columns that tell the tool's history table from another tool's of the same name.
+    history_columns: ClassVar[frozenset[str]] = frozenset()
+    #: Detections this tool refines when :meth:`claims_folder` says so (sqlx's files are
+    #: named as pgsteady's or golang-migrate's; its crate tells it apart).
+    refines: ClassVar[tuple[str, ...]] = ()
     #: Statements the tool itself keeps out of a transaction, for lint (Flyway's parser):
     #: words that may start one (a quick test), and the parse-tree kinds to look at.
     outside_words: ClassVar[re.Pattern[str] | None] = None
@@ -390,6 +395,11 @@ class Tool:
             if found.elsewhere is not None:
                 other(found.path, "")
         return [f.path for f in scan.files if f.elsewhere is None]
+
+    def claims_folder(self, listing: Listing, head: Callable[[Path], str]) -> bool:
+        """Whether the folder as a whole (``head``: a file's first 64 KiB) is this tool's,
+        where another tool's detection (:attr:`refines`) would have it."""
+        return False
 
     def claims_dir(self, entry: Entry) -> bool:
         """Whether a subfolder marks the folder as this tool's (detection)."""
@@ -460,7 +470,12 @@ class FlatTool(Tool):
         version = check_version(path, match["version"])
         up, transactional = self.up_part(path, text)
         return MigrationFile(self.name, version, self.tag_of(match["version"], version),
-                             (version,), match["name"], path, up, transactional, text)
+                             (version,), self.name_of(match["name"]), path, up, transactional,
+                             text)
+
+    def name_of(self, raw: str) -> str:
+        """The migration's name as the history keeps it, from the file name's part."""
+        return raw
 
     def tag_of(self, digits: str, version: int) -> str:
         """The version as the history writes it (dbmate: as the file name does)."""

@@ -21,6 +21,7 @@ class Alembic(Tool):
     writes_history = False
     history_table = "alembic_version"
     history_order = "version_num"
+    history_columns = frozenset({"version_num"})
 
 
 class AlembicSql(Tool):

@@ -61,6 +61,7 @@ class Dbmate(FlatTool):
     alone_hint = "put it in its own file whose up line says '-- migrate:up transaction:false'"
     history_table = "schema_migrations"
     history_order = "version"
+    history_columns = frozenset({"version"})
     history_ddl = "CREATE TABLE IF NOT EXISTS {} (version varchar(128) PRIMARY KEY)"
     history_dml = _HISTORY_DML
     file_pattern = _NAMED

@@ -163,6 +163,9 @@ class Flyway(FlatTool):
     alone_hint = "put it in its own script with executeInTransaction=false in <script>.conf"
     history_table = "flyway_schema_history"
     history_order = "installed_rank"
+    history_columns = frozenset({"installed_rank", "version", "description", "type", "script",
+                                 "checksum", "installed_by", "installed_on", "execution_time",
+                                 "success"})
     history_ddl = """
 CREATE TABLE IF NOT EXISTS {} (
     installed_rank integer NOT NULL PRIMARY KEY,

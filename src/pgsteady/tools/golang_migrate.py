@@ -45,6 +45,7 @@ class GolangMigrate(FlatTool):
     numeric = True
     history_table = "schema_migrations"
     history_order = "version"
+    history_columns = frozenset({"version", "dirty"})
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (version bigint NOT NULL PRIMARY KEY, "
                    "dirty boolean NOT NULL)")
     history_dml = _HISTORY_DML

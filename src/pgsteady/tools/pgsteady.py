@@ -132,6 +132,8 @@ class Pgsteady(FlatTool):
     file_hint = _HINT
     history_table = "pgsteady_migrations"
     history_order = "version"
+    history_columns = frozenset({"version", "name", "checksum", "applied_at", "duration_ms",
+                                 "tries", "applied_by"})
     history_ddl = """
 CREATE TABLE IF NOT EXISTS {} (
     version     bigint PRIMARY KEY,

@@ -60,6 +60,8 @@ class Prisma(FolderTool):
     kept = frozenset({"migration_lock.toml"})
     history_table = "_prisma_migrations"
     history_order = "started_at"
+    history_columns = frozenset({"id", "checksum", "finished_at", "migration_name", "started_at",
+                                 "applied_steps_count"})
     history_ddl = """
 CREATE TABLE IF NOT EXISTS {} (
     id varchar(36) PRIMARY KEY NOT NULL,

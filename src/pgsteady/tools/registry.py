@@ -41,6 +41,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "diesel": ("diesel", "TOOL"),
     "sql-migrate": ("sql_migrate", "TOOL"),
     "tern": ("tern", "TOOL"),
+    "sqlx": ("sqlx", "TOOL"),
     "popx": ("popx", "TOOL"),
     "sqitch": ("sqitch", "TOOL"),
     "alembic-sql": ("alembic", "SQL_PROFILE"),
@@ -52,7 +53,7 @@ MODULES: dict[str, tuple[str, str]] = {
 DEFAULT = "pgsteady"
 #: The layouts migrate runs, in the order lists show them.
 NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway", "diesel",
-         "sql-migrate", "tern")
+         "sql-migrate", "tern", "sqlx")
 #: What lint's ``--tool`` takes: the layouts, then the tools whose files lint only judges.
 PROFILES = (*NAMES, "popx", "sqitch", "alembic-sql", "plain", "django")
 #: Tools whose history table pgsteady reads (and, but for Alembic's, writes).
@@ -101,11 +102,12 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
     seen = listing if listing is not None else Listing.of(path)
     tools = [get(name) for name in _DETECT_ORDER]
     found: set[str] = set()
+    heads: dict[Path, _Head] = {}
     for entry in seen.entries:
         if entry.is_dir:
             claim = next((t for t in tools if t.claims_dir(entry)), None)
         else:
-            head = _Head(seen, entry.path)
+            head = heads[entry.path] = _Head(seen, entry.path)
             claim = next((t for t in tools if t.claims_file(entry, head)), None)
         if claim is not None:
             found.add(claim.name)
@@ -120,7 +122,13 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
         raise LayoutError(f"{path}: cannot tell the layout: some files look like "
                           f"{next(iter(others))} and some like plain pgsteady files; pass "
                           f"--tool")
-    return next(iter(others)) if others else "pgsteady"
+    chosen = next(iter(others)) if others else DEFAULT
+    for name in NAMES:  # a tool whose files read as another's, told apart by its folder
+        tool = get(name)
+        if chosen in tool.refines and tool.claims_folder(
+                seen, lambda p: heads.setdefault(p, _Head(seen, p))()):
+            return name
+    return chosen
 
 
 class _Head:

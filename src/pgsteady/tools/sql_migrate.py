@@ -84,6 +84,7 @@ class SqlMigrate(FlatTool):
     alone_hint = "put it in its own file whose up line says '-- +migrate Up notransaction'"
     history_table = "gorp_migrations"
     history_order = "id"
+    history_columns = frozenset({"id", "applied_at"})
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (id text NOT NULL PRIMARY KEY, "
                    "applied_at timestamp with time zone)")
     history_dml = _HISTORY_DML

@@ -46,6 +46,7 @@ class Tern(FlatTool):
     alone_hint = "put it in a file whose first line is '---- tern: disable-tx ----'"
     history_table = "schema_version"
     history_order = "version"
+    history_columns = frozenset({"version"})
     history_ddl = "CREATE TABLE IF NOT EXISTS {} (version int4 NOT NULL PRIMARY KEY)"
     history_seed = "INSERT INTO {} (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {})"
     history_dml = _HISTORY_DML
