@@ -167,6 +167,7 @@ class Store:
                 "tries": tries, "finished": finished,
                 "id": self.kept.row_id(),
                 "script": migration.path.name, "type": "SQL",
+                "repeatable": migration.repeatable,
                 "applied_by": _applied_by()}
 
     def start(self, conn: psycopg.Connection[Any], migration: Migration) -> None:

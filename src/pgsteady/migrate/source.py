@@ -72,6 +72,8 @@ class Migration:
     order: tuple[int, ...] = ()
     #: Why pgsteady cannot run it (a goose Go migration): migrate stops before it.
     elsewhere: str | None = None
+    #: No version; runs again when its checksum changes, after the versioned ones (R__).
+    repeatable: bool = False
 
     def __post_init__(self) -> None:
         if not self.checksum:
@@ -182,7 +184,8 @@ def load(file: registry.MigrationFile) -> Migration:
     _check_statements(path, statements, transactional, file.tool)
     checksum = tool.checksum(text, path) or hashlib.sha256(text.encode()).hexdigest()
     return Migration(file.version, file.name, path, file.up.text, transactional,
-                     tuple(statements), checksum, file.tag, file.tool, file.order)
+                     tuple(statements), checksum, file.tag, file.tool, file.order,
+                     repeatable=file.repeatable)
 
 
 def statements_of(path: Path, up: registry.UpPart) -> list[StatementInfo]:

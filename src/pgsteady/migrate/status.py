@@ -82,11 +82,12 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
     entries: list[Entry] = []
     folder = {m.tag: m for m in migrations}
     newest = max((m.order for m in migrations if m.tag in applied
-                  and applied[m.tag].finished), default=None)
+                  and applied[m.tag].finished and not m.repeatable), default=None)
     for migration in migrations:
         row = applied.get(migration.tag)
         if row is None:
-            late = newest is not None and migration.order < newest
+            late = newest is not None and migration.order < newest and \
+                not migration.repeatable
             if late and not allow_out_of_order:
                 entries.append(Entry(migration.tag, OUT_OF_ORDER, migration, None,
                                      "older than the newest applied version"))
@@ -109,7 +110,9 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
         else:
             entries.append(Entry(migration.tag, APPLIED, migration, row))
     for tag, row in applied.items():
-        if tag not in folder:
+        if tag not in folder and row.elsewhere is not None:  # applied from code, not a file
+            entries.append(Entry(tag, APPLIED, None, row, row.elsewhere))
+        elif tag not in folder:
             entries.append(Entry(tag, MISSING, None, row,
                                  f"applied{f' as {row.name!r}' if row.name else ''}, "
                                  f"no file in the folder"))

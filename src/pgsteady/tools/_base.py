@@ -76,16 +76,17 @@ class MigrationFile(Record):
     as the statements allow (a lone statement may not); ``text``: the whole file, for its
     checksum; ``elsewhere``: why pgsteady cannot run it, when its tool runs it from code
     (goose's Go migrations): it keeps its place in the order and the history, and migrate
-    stops before it.
+    stops before it; ``repeatable``: it has no version and runs again whenever its
+    checksum changes, after the versioned ones (Flyway's ``R__`` scripts).
     """
 
-    __slots__ = ("elsewhere", "name", "order", "path", "tag", "text", "tool",
+    __slots__ = ("elsewhere", "name", "order", "path", "repeatable", "tag", "text", "tool",
                  "transactional", "up", "version")
     _UNSHOWN = ("text",)
 
     def __init__(self, tool: str, version: int, tag: str, order: tuple[int, ...],  # noqa: PLR0917
                  name: str, path: Path, up: UpPart, transactional: bool | None, text: str,
-                 elsewhere: str | None = None) -> None:
+                 elsewhere: str | None = None, repeatable: bool = False) -> None:
         self.tool: Final = tool
         self.version: Final = version
         self.tag: Final = tag
@@ -96,6 +97,7 @@ class MigrationFile(Record):
         self.transactional: Final = transactional
         self.text: Final = text
         self.elsewhere: Final = elsewhere
+        self.repeatable: Final = repeatable
 
 
 class Skipped(Record):
@@ -127,18 +129,21 @@ class Row(Record):
     """An applied (or started) migration as the history table has it, keyed by ``tag``.
 
     ``stored``: the version as the table holds it, where that differs from ``tag`` (Flyway's
-    ``1.0`` is the file ``V1__``'s row): what a change to the row must look for.
+    ``1.0`` is the file ``V1__``'s row): what a change to the row must look for;
+    ``elsewhere``: why no file in the folder is expected for it (Flyway's Java migrations).
     """
 
-    __slots__ = ("checksum", "finished", "name", "stored", "tag")
+    __slots__ = ("checksum", "elsewhere", "finished", "name", "stored", "tag")
 
-    def __init__(self, tag: str, name: str | None = None, checksum: str | None = None,
-                 finished: bool = True, stored: str | None = None) -> None:
+    def __init__(self, tag: str, name: str | None = None, checksum: str | None = None,  # noqa: PLR0917
+                 finished: bool = True, stored: str | None = None,
+                 elsewhere: str | None = None) -> None:
         self.tag: Final = tag
         self.name: Final = name
         self.checksum: Final = checksum
         self.finished: Final = finished
         self.stored: Final = stored
+        self.elsewhere: Final = elsewhere
 
 
 def lines_between(text: str, start_line: int, end_line: int | None) -> str:

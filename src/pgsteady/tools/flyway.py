@@ -37,7 +37,12 @@ if TYPE_CHECKING:
     from pgsteady.tools._base import Entry, Versioned
 
 NAME = re.compile(r"^V(?P<version>[0-9]+(?:[._][0-9]+)*)__(?P<name>.+)\.sql$")
-_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
+REPEATABLE = re.compile(r"^R__(?P<name>.+)\.sql$")
+_OTHER = re.compile(r"^(?:U\d|B\d).*__.*\.sql$")
+# Flyway's row types for a migration it ran from code, not from a SQL script.
+_CODE_TYPES = frozenset({"JDBC", "SPRING_JDBC", "CUSTOM", "SCRIPT"})
+# Repeatables sort after every version (Flyway applies them after the versioned ones).
+_AFTER_VERSIONS = 2**64
 _VERSION_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _HEADER = re.compile(r"^--\s*flyway:executeInTransaction\s*=\s*(?P<value>\w+)\s*$",
                      re.IGNORECASE)
@@ -143,7 +148,8 @@ _HISTORY_DML: dict[str, LiteralString] = {
     "record": """
 INSERT INTO {} (installed_rank, version, description, type, script, checksum, installed_by,
             execution_time, success)
-SELECT coalesce(max(installed_rank), 0) + 1, %(tag)s, %(name)s, %(type)s, %(script)s,
+SELECT coalesce(max(installed_rank), 0) + 1,
+   CASE WHEN %(repeatable)s THEN NULL ELSE %(tag)s END, %(name)s, %(type)s, %(script)s,
    %(checksum)s, current_user, %(duration_ms)s + """ + THIS_TRY_MS + """, true
 FROM {}""",
     "forget": "DELETE FROM {} WHERE version = %(tag)s",
@@ -211,9 +217,19 @@ CREATE TABLE IF NOT EXISTS {} (
         if not sql_file(path, skipped):
             return None
         if _OTHER.match(name):
-            skipped.append(Skipped(path, "a Flyway repeatable, undo or baseline script; only "
-                                         "versioned V<version>__<name>.sql scripts are run"))
+            skipped.append(Skipped(path, "a Flyway undo or baseline script; only versioned "
+                                         "V<version>__<name>.sql and repeatable R__ scripts "
+                                         "are run"))
             return None
+        repeatable = REPEATABLE.match(name)
+        if repeatable is not None:
+            text = read(path, heads)
+            label = repeatable["name"].replace("_", " ")
+            # keyed and ordered by description, as Flyway orders repeatables
+            return MigrationFile(self.name, 0, f"R__{label}",
+                                 (_AFTER_VERSIONS, *map(ord, label)), label, path,
+                                 UpPart(text), flyway_transactional(path, text), text,
+                                 repeatable=True)
         match = named(path, NAME, "V<version>__<description>.sql", skipped)
         if match is None:
             return None
@@ -234,7 +250,7 @@ CREATE TABLE IF NOT EXISTS {} (
 
     def key(self, found: MigrationFile) -> str:
         # Flyway's 1, 001 and 1.0 are one version (it refuses such a folder too)
-        return ".".join(map(str, found.order))
+        return found.tag if found.repeatable else ".".join(map(str, found.order))
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return NAME.match(entry.name) is not None
@@ -255,13 +271,24 @@ CREATE TABLE IF NOT EXISTS {} (
         Versions are compared as numbers (``MigrationVersion``): the row ``001`` or ``1.0`` is
         the file ``V1__``'s, and is keyed by that file's tag. A successful ``DELETE`` row (what
         ``flyway repair`` writes for a missing migration) cancels the latest row of its
-        version; a ``BASELINE`` row stands for every file up to its version; repeatable
-        migrations (``R__``, no version) and the schema-creation marker are not versions.
+        version; a ``BASELINE`` row stands for every file up to its version; a Java
+        migration's row (``JDBC``, ``SPRING_JDBC``) is applied though no file has it. A
+        repeatable (``R__``, no version) is applied while its latest row's checksum is its
+        file's: once the file changes, it is pending again (Flyway reruns it). The
+        schema-creation marker is no migration.
         """
         files = {m.order: m for m in migrations}
+        tags = {m.tag: m for m in migrations}
         by_tag: dict[str, Row] = {}
+        repeatables: dict[str, Row] = {}
         for r in rows:
-            if r["version"] is None or r["type"] == "SCHEMA":
+            checksum = None if r["checksum"] is None else str(r["checksum"])
+            if r["type"] == "SCHEMA":
+                continue
+            if r["version"] is None:
+                if r["type"] != "DELETE":
+                    key = f"R__{r['description']}"
+                    repeatables[key] = Row(key, r["description"], checksum, bool(r["success"]))
                 continue
             text = str(r["version"])
             order = flyway_order(text)
@@ -275,9 +302,14 @@ CREATE TABLE IF NOT EXISTS {} (
                     if order is not None and m.order <= order:
                         by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
             else:
-                checksum = None if r["checksum"] is None else str(r["checksum"])
+                code = (f"a {r['type']} migration: Flyway ran its code, which is not a SQL "
+                        f"file in the folder") if r["type"] in _CODE_TYPES else None
                 by_tag[key] = Row(key, r["description"], checksum, bool(r["success"]),
-                                  None if text == key else text)
+                                  None if text == key else text, code)
+        for key, row in repeatables.items():
+            file = tags.get(key)
+            if file is not None and row.checksum == file.checksum:
+                by_tag[key] = row  # else pending: Flyway runs it again (or it is gone)
         return by_tag
 
 

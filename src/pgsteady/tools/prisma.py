@@ -56,7 +56,9 @@ class Prisma(FolderTool):
     name = "prisma"
     display = "Prisma"
     script_name = "migration.sql"
-    folder_pattern = re.compile(r"^(?P<version>\d+)_(?P<name>.+)$")
+    # the name may be empty: `prisma migrate dev --name ""` makes `<timestamp>_`, which
+    # Prisma applies like any other
+    folder_pattern = re.compile(r"^(?P<version>\d+)_(?P<name>.*)$")
     kept = frozenset({"migration_lock.toml"})
     history_table = "_prisma_migrations"
     history_order = "started_at"
