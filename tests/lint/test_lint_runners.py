@@ -485,3 +485,32 @@ def test_a_sqlx_folder_is_judged_as_sqlx_runs_it(tmp_path, capsys, mark):
     assert ("20240101000001_add.sql", "require-lock-timeout") in found
     assert not any(name.endswith("_index.sql") and rule == "concurrently-in-transaction"
                    for name, rule in found)
+
+
+@pytest.mark.parametrize("mark", ["fizz", "database.yml"])
+def test_a_pop_folder_is_judged_as_pop_runs_it(tmp_path, capsys, mark):
+    """gobuffalo/pop runs each migration in a transaction: a pop folder (its .fizz files, or
+    pop's database.yml beside it) without dialect names is not read as golang-migrate's
+    (one implicit transaction, a lone statement outside it), and the summary says why."""
+    files = {"migrations/20240101000001_index.up.sql": CONCURRENT,
+             "migrations/20240101000001_index.down.sql": "DROP INDEX orders_status;\n"}
+    files.update({"migrations/20240101000000_orders.up.fizz": 'create_table("orders") {}\n'}
+                 if mark == "fizz" else {"database.yml": "development:\n  dialect: postgres\n"})
+    write(tmp_path, files)
+    code = main(["lint", "--no-cache", str(tmp_path / "migrations")])
+    err = capsys.readouterr().err
+    assert "runner profile popx (pop (gobuffalo)" in err, err
+    assert "each file in a transaction" in err
+    _, found, runner = run(capsys, str(tmp_path / "migrations"))
+    assert runner == "popx"
+    assert ("20240101000001_index.up.sql", "concurrently-in-transaction") in found
+    assert code == 1
+
+
+def test_a_golang_migrate_guess_says_why(tmp_path, capsys):
+    """A folder of bare up/down names is guessed as golang-migrate's, and the summary says it
+    was a guess from names other tools share."""
+    write(tmp_path, {"1_a.up.sql": "SELECT 1;\n", "1_a.down.sql": "SELECT 1;\n"})
+    main(["lint", "--no-cache", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "runner profile golang-migrate" in err and "guessed from" in err, err

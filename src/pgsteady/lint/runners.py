@@ -103,6 +103,10 @@ def detect(paths: Iterable[str]) -> Choice:
     except registry.LayoutError:
         listing = None
     names = [e.name for e in listing.entries if e.name.endswith(".sql")] if listing else []
+    pop = popx.pop_marks(folder, [e.name for e in listing.entries if e.name.endswith(
+        (".sql", ".fizz"))]) if listing else None
+    if pop is not None:
+        return Choice("popx", f"{pop}; pop runs each file in a transaction", listing)
     if names and all(golang_migrate.UP_DOWN.search(n) for n in names):
         if popx.names_fit(names):
             return Choice("popx", f"popx names (.autocommit., .<dialect>.) in {folder}",
@@ -115,7 +119,8 @@ def detect(paths: Iterable[str]) -> Choice:
         return Choice(registry.DEFAULT, f"{exc}; assumed pgsteady, pass --tool", listing)
     if found == registry.DEFAULT:
         return Choice(found, "no other tool's layout found", listing)
-    return Choice(found, f"detected from {folder}", listing)
+    note = registry.get(found).guess_note
+    return Choice(found, f"detected from {folder}" + (f"; {note}" if note else ""), listing)
 
 
 def _head(path: Path) -> str:

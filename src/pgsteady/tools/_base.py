@@ -332,6 +332,8 @@ class Tool:
     sql_from_project: ClassVar[bool] = False
     #: How to run a statement that cannot run in a transaction (None: the generic advice).
     alone_hint: ClassVar[str | None] = None
+    #: What the summary adds when detection picked the tool from names others share.
+    guess_note: ClassVar[str] = ""
     #: A line that starts a file's rollback part (a regular expression; None: none).
     down_mark: ClassVar[str | None] = None
     history_table: ClassVar[str | None] = None

@@ -4,9 +4,12 @@ transaction unless its statements cannot run in one (Flyway spots ``CREATE INDEX
 CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one; it refuses
 a script mixing them with other statements); ``executeInTransaction=true|false`` in a
 ``<file>.conf`` next to it or in a ``-- flyway:executeInTransaction=...`` header decides
-instead. Repeatable (``R__``), undo (``U``) and baseline (``B``) scripts are reported as
-skipped. History in ``flyway_schema_history``, with Flyway's CRC32 checksum; ``flyway
-repair``'s DELETE rows, BASELINE rows and repeatable rows are read as Flyway reads them."""
+instead. Repeatable ``R__<description>.sql`` scripts run after the versioned ones, again
+whenever their checksum changes (rows with no version); undo (``U``) and baseline (``B``)
+scripts are reported as skipped. History in ``flyway_schema_history``, with Flyway's CRC32
+checksum; ``flyway repair``'s DELETE rows, BASELINE rows, repeatable rows and Java
+migrations' rows (``JDBC``, ``SPRING_JDBC``: applied, no SQL file) are read as Flyway reads
+them."""
 
 from __future__ import annotations
 

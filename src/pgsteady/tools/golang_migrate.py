@@ -31,6 +31,12 @@ UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
 OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
 
 
+# coder runs golang-migrate through its own driver (coderd/database/migrations/
+# txnmigrator.go), which replaces golang-migrate's lock with pg_advisory_xact_lock of this
+# key, held for the whole run (every migration in one transaction). A session lock on the
+# same key conflicts with it, so taking it too keeps coder's servers and pgsteady apart.
+CODER_LOCK = 1037453835920848937
+
 # The history statements (action -> statement; {} is the qualified table name, values are
 # parameters).
 _HISTORY_DML: dict[str, LiteralString] = {
@@ -53,6 +59,8 @@ class GolangMigrate(FlatTool):
     start_actions = ("clear", "record")
     record_actions = ("clear", "record")
     file_pattern = UP
+    guess_note = ("guessed from <version>_<name>.up.sql names, which pop's, sqlx's and other "
+                  "tools' folders share: pass --tool if the folder is theirs")
     file_hint = "<version>_<name>.up.sql"
     quiet_pattern = DOWN
 
@@ -64,10 +72,10 @@ class GolangMigrate(FlatTool):
         """golang-migrate (v4.15+) holds ``pg_advisory_lock`` of a key made from the schema,
         the table and the database name: the CLI names the database by its URL path
         (``/app``), the library (``WithInstance``) by ``current_database()`` (``app``). Both,
-        for each schema the table may be configured in."""
-        return tuple(go_advisory_lock_id(schema, place.table, database)
-                     for schema in place.schemas
-                     for database in (f"/{place.database}", place.database))
+        for each schema the table may be configured in; and coder's (:data:`CODER_LOCK`)."""
+        return (*(go_advisory_lock_id(schema, place.table, database)
+                  for schema in place.schemas
+                  for database in (f"/{place.database}", place.database)), CODER_LOCK)
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return UP.match(entry.name) is not None or DOWN.match(entry.name) is not None

@@ -50,6 +50,7 @@ FOREIGN = (
     Signature("Rails (ActiveRecord)", "schema_migrations", ["version"],
               companion="ar_internal_metadata"),
     Signature("Ecto", "schema_migrations", ["version", "inserted_at"]),
+    Signature("pop (gobuffalo) / popx", "schema_migration", ["version"]),
     Signature("Django", "django_migrations", ["id", "app", "name", "applied"]),
     Signature("Knex", "knex_migrations", ["id", "name", "batch", "migration_time"]),
     Signature("TypeORM", "migrations", ["id", "timestamp", "name"]),

@@ -1,7 +1,8 @@
-"""popx (ory): ``<version>_<name>[.<dialect>][.autocommit].<up|down>.sql``; a transaction per
-file unless named ``.autocommit.``; files for other databases are skipped, and a version's
-PostgreSQL file replaces its generic one. ``pgsteady lint`` judges such folders; migrate does
-not run them."""
+"""popx (ory) and gobuffalo/pop, whose popx is a fork:
+``<version>_<name>[.<dialect>][.autocommit].<up|down>.sql`` (pop's ``.fizz`` files are its Go
+DSL, not SQL); a transaction per file unless named ``.autocommit.``; files for other databases
+are skipped, and a version's PostgreSQL file replaces its generic one. ``pgsteady lint``
+judges such folders; migrate does not run them."""
 
 from __future__ import annotations
 
@@ -42,6 +43,25 @@ class Popx(Tool):
         return lint_files(listing.folder, down, other)
 
 
+# gobuffalo/pop's own pattern (migrator.go): its files may also be .fizz (pop's DSL, not SQL)
+POP_NAME = re.compile(r"^(\d+)_([^.]+)(\.[a-z0-9]+)?\.(up|down)\.(sql|fizz)$")
+
+
+def pop_marks(folder: Path, names: Sequence[str]) -> str | None:
+    """Why the folder is gobuffalo/pop's (whose runner, as popx's, runs each file in a
+    transaction), or None: its names all fit pop's pattern and it holds ``.fizz``
+    migrations, or a pop ``database.yml`` is beside it or one level up."""
+    if not names or not all(POP_NAME.match(n) for n in names):
+        return None
+    fizz = [n for n in names if n.endswith(".fizz")]
+    if fizz:
+        return f"pop (gobuffalo): .fizz migrations in {folder} ({fizz[0]})"
+    for place in (folder.parent, folder.parent.parent):
+        if (place / "database.yml").is_file():
+            return f"pop (gobuffalo): {place / 'database.yml'} beside the migrations"
+    return None
+
+
 def names_fit(names: Sequence[str]) -> bool:
     """Whether ``.sql`` names (all up/down ones) are popx's: one shows its marks, all fit."""
     return any(_MARK.search(n) for n in names) and all(NAME.match(n) for n in names)
@@ -55,6 +75,8 @@ def lint_files(folder: Path, down: Callable[[Path], None],
     scripts go to ``down``; the rest it does not run to ``other``, with the reason."""
     found = sorted((p for p in folder.rglob("*.sql") if p.is_file()),
                    key=lambda p: p.relative_to(folder).parts)  # WalkDir's lexical order
+    for path in sorted(folder.rglob("*.fizz")):
+        other(path, "a fizz migration (pop's Go DSL, not SQL)")
     chosen: dict[str, tuple[Path, bool]] = {}  # version -> (file, for PostgreSQL only)
     for path in found:
         match = NAME.match(path.name)
