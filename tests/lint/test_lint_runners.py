@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pgsteady.cli import main
@@ -514,3 +515,22 @@ def test_a_golang_migrate_guess_says_why(tmp_path, capsys):
     main(["lint", "--no-cache", str(tmp_path)])
     err = capsys.readouterr().err
     assert "runner profile golang-migrate" in err and "guessed from" in err, err
+
+
+def test_a_statement_after_the_commit_of_a_one_query_file_is_reported(pgsteady_database,
+                                                                      tmp_path, capsys):
+    """Sent as one query (Prisma), a file whose block's COMMIT has statements after it is not
+    atomic (the server keeps the block when a later statement fails): reported, where the
+    same file without the trailing statement is not."""
+    block = "BEGIN;\nCREATE TABLE kept (id int);\nCOMMIT;\n"
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute(block + "SELECT 1 / 0;\n")  # one multi-statement query
+        assert conn.execute("SELECT to_regclass('kept') IS NOT NULL").fetchone()[0]
+    write(tmp_path, {"migration_lock.toml": "",
+                     "20240101000000_a/migration.sql": block + "ALTER TABLE kept ADD b int;\n",
+                     "20240102000000_b/migration.sql": block})
+    _, found, runner = run(capsys, "--exclude", "require-lock-timeout,require-statement-timeout",
+                           str(tmp_path))
+    assert runner == "prisma"
+    assert found == [("20240101000000_a", "transaction-nesting")]
