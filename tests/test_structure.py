@@ -294,3 +294,42 @@ def test_no_dead_names():
             for name in _top_level_names(ast.parse(path.read_text("utf-8")))
             if not name.startswith("__") and words[name] <= 1}
     assert dead <= CALLED_BY_NAME | KNOWN_DEAD, sorted(dead - CALLED_BY_NAME - KNOWN_DEAD)
+
+
+def _tool_name_branches(tree: ast.AST, names: frozenset[str]) -> list[int]:
+    """Lines of ``tree`` comparing something with a tool's name written as a string literal
+    (``tool == "flyway"``, ``runner in ("popx", "sqitch")``)."""
+    def literals(node: ast.expr) -> set[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return {e.value for e in node.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        return set()
+
+    return sorted(node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+                  and any(literals(side) & names for side in (node.left, *node.comparators)))
+
+
+def test_only_tools_knows_a_tool():
+    """No module outside tools/ branches on a tool's name (a comparison with one written as
+    a string): what differs between tools is a hook of its Tool, so adding a tool is its
+    module and its registry line."""
+    from pgsteady.tools import registry
+
+    names = frozenset(registry.MODULES) - {"plain"}  # "plain" is also an ordinary word
+    found = {}
+    for name, path in _modules().items():
+        if name.startswith("pgsteady.tools") or name.startswith("pgsteady.django"):
+            continue  # tools/ is where tools are known; django/ is the Django tool's own
+        lines = _tool_name_branches(ast.parse(path.read_text(encoding="utf-8")), names)
+        if lines:
+            found[name] = lines
+    assert found == {}
+
+
+def test_the_tool_branch_finder_finds_one():
+    """The check above can fail: a comparison with a tool's name is found, others are not."""
+    code = ('if layout == "flyway": pass\nif tool in ("goose", "tern"): pass\n'
+            'if name == "other": pass\nx = "flyway"\n')
+    assert _tool_name_branches(ast.parse(code), frozenset({"flyway", "goose"})) == [1, 2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pgsteady.cli import main
@@ -452,9 +453,10 @@ def test_json_summary_lists_skipped_files(tmp_path, capsys):
 
 
 def test_skipped_flyway_scripts_say_why(tmp_path, capsys):
-    """A Flyway baseline or repeatable script is listed with Flyway's reason, not as a file the
-    tool 'does not run as SQL' (eclipse-hawkbit/hawkbit's POSTGRESQL folder holds
-    B1_20_0__1.0.0_baseline__POSTGRESQL.sql beside its V scripts)."""
+    """A Flyway baseline script is listed with Flyway's reason, not as a file the tool 'does
+    not run as SQL' (eclipse-hawkbit/hawkbit's POSTGRESQL folder holds
+    B1_20_0__1.0.0_baseline__POSTGRESQL.sql beside its V scripts); a repeatable script, which
+    Flyway runs after the versioned ones, is linted."""
     write(tmp_path, {"B1_20_0__baseline.sql": "CREATE TABLE sp_lock (id int);\n",
                      "V1_20_1__lock.sql": "ALTER TABLE sp_lock ADD COLUMN c int;\n",
                      "R__views.sql": "CREATE OR REPLACE VIEW v AS SELECT 1;\n"})
@@ -462,6 +464,73 @@ def test_skipped_flyway_scripts_say_why(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["runner"] == "flyway"
     reasons = {Path(s["path"]).name: s["reason"] for s in summary["skipped"]}
-    assert set(reasons) == {"B1_20_0__baseline.sql", "R__views.sql"}
+    assert set(reasons) == {"B1_20_0__baseline.sql"}
     for reason in reasons.values():
-        assert "repeatable, undo or baseline" in reason, reason
+        assert "undo or baseline" in reason, reason
+    assert summary["files"] == 2, summary
+
+
+@pytest.mark.parametrize("mark", ["Cargo.toml", "no-transaction"])
+def test_a_sqlx_folder_is_judged_as_sqlx_runs_it(tmp_path, capsys, mark):
+    """A sqlx folder (a crate's Cargo.toml beside it, or a file with sqlx's
+    `-- no-transaction` first line) is read as sqlx's: sqlx sets no timeouts, so a table
+    lock without lock_timeout is reported (the pgsteady profile hid it)."""
+    crate = write(tmp_path, {"Cargo.toml": "[package]\nname = 'app'\n"} if mark == "Cargo.toml"
+                  else {})
+    files = {"migrations/20240101000001_add.sql": "ALTER TABLE orders ADD COLUMN note text;\n"}
+    if mark == "no-transaction":
+        files["migrations/20240101000002_index.sql"] = "-- no-transaction\n" + CONCURRENT
+    write(crate, files)
+    _, found, runner = run(capsys, str(crate / "migrations"))
+    assert runner == "sqlx"
+    assert ("20240101000001_add.sql", "require-lock-timeout") in found
+    assert not any(name.endswith("_index.sql") and rule == "concurrently-in-transaction"
+                   for name, rule in found)
+
+
+@pytest.mark.parametrize("mark", ["fizz", "database.yml"])
+def test_a_pop_folder_is_judged_as_pop_runs_it(tmp_path, capsys, mark):
+    """gobuffalo/pop runs each migration in a transaction: a pop folder (its .fizz files, or
+    pop's database.yml beside it) without dialect names is not read as golang-migrate's
+    (one implicit transaction, a lone statement outside it), and the summary says why."""
+    files = {"migrations/20240101000001_index.up.sql": CONCURRENT,
+             "migrations/20240101000001_index.down.sql": "DROP INDEX orders_status;\n"}
+    files.update({"migrations/20240101000000_orders.up.fizz": 'create_table("orders") {}\n'}
+                 if mark == "fizz" else {"database.yml": "development:\n  dialect: postgres\n"})
+    write(tmp_path, files)
+    code = main(["lint", "--no-cache", str(tmp_path / "migrations")])
+    err = capsys.readouterr().err
+    assert "runner profile popx (pop (gobuffalo)" in err, err
+    assert "each file in a transaction" in err
+    _, found, runner = run(capsys, str(tmp_path / "migrations"))
+    assert runner == "popx"
+    assert ("20240101000001_index.up.sql", "concurrently-in-transaction") in found
+    assert code == 1
+
+
+def test_a_golang_migrate_guess_says_why(tmp_path, capsys):
+    """A folder of bare up/down names is guessed as golang-migrate's, and the summary says it
+    was a guess from names other tools share."""
+    write(tmp_path, {"1_a.up.sql": "SELECT 1;\n", "1_a.down.sql": "SELECT 1;\n"})
+    main(["lint", "--no-cache", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "runner profile golang-migrate" in err and "guessed from" in err, err
+
+
+def test_a_statement_after_the_commit_of_a_one_query_file_is_reported(pgsteady_database,
+                                                                      tmp_path, capsys):
+    """Sent as one query (Prisma), a file whose block's COMMIT has statements after it is not
+    atomic (the server keeps the block when a later statement fails): reported, where the
+    same file without the trailing statement is not."""
+    block = "BEGIN;\nCREATE TABLE kept (id int);\nCOMMIT;\n"
+    with psycopg.connect(pgsteady_database.dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            conn.execute(block + "SELECT 1 / 0;\n")  # one multi-statement query
+        assert conn.execute("SELECT to_regclass('kept') IS NOT NULL").fetchone()[0]
+    write(tmp_path, {"migration_lock.toml": "",
+                     "20240101000000_a/migration.sql": block + "ALTER TABLE kept ADD b int;\n",
+                     "20240102000000_b/migration.sql": block})
+    _, found, runner = run(capsys, "--exclude", "require-lock-timeout,require-statement-timeout",
+                           str(tmp_path))
+    assert runner == "prisma"
+    assert found == [("20240101000000_a", "transaction-nesting")]

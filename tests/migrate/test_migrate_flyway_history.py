@@ -83,15 +83,17 @@ WRITTEN_BY_FLYWAY = [("001", "a", "SQL", "V001__a.sql"), ("1.1", "b", "SQL", "V1
 
 
 def test_a_history_flyway_wrote_shows_applied_and_migrate_applies_nothing(tmp_path, db):
-    """Rows '001', '1.1', '2024.01.15' (and a repeatable, the schema marker) are the files'
-    own: --status says applied with nothing pending or missing, migrate runs nothing."""
+    """Rows '001', '1.1', '2024.01.15' and the repeatable's (the schema marker is none) are
+    the files' own: --status says applied with nothing pending or missing, migrate runs
+    nothing."""
     folder = write_migrations(tmp_path / "sql", FILES)
     flyway_applied(db, folder, WRITTEN_BY_FLYWAY)
     before = history(db)
     shown = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--status")
     assert shown.returncode == 0, shown.stdout + shown.stderr
     states = [line.split()[:2] for line in shown.stdout.splitlines()[1:]]
-    assert states == [["001", "applied"], ["1.1", "applied"], ["2024.01.15", "applied"]]
+    assert states == [["001", "applied"], ["1.1", "applied"], ["2024.01.15", "applied"],
+                      ["R__views", "applied"]]
     ran = run_cli("migrate", "--dsn", db, "--dir", str(folder))
     assert ran.returncode == 0, ran.stderr  # V001 again would fail: table a exists
     assert history(db) == before
@@ -166,3 +168,62 @@ def test_flyway_file_versions_keep_their_text_and_compare_as_numbers(tmp_path):
     write_migrations(tmp_path, {"V1.0__again.sql": "SELECT 1;"})
     with pytest.raises(LayoutError, match=r"version 1\.0 is also used by .*V001__a\.sql"):
         layouts.scan(tmp_path, "flyway")
+
+
+def test_java_migration_rows_are_applied_not_missing(tmp_path, db):
+    """Rows Flyway wrote for Java migrations (JDBC, SPRING_JDBC) have no SQL file: --status
+    and migrate say applied and exit 0, and --accept refuses to delete such a row (Flyway
+    would no longer start without it)."""
+    folder = write_migrations(tmp_path / "sql", {"V1__a.sql": FILES["V001__a.sql"],
+                                                 "V4__d.sql": "CREATE TABLE d (id int);\n"})
+    flyway_applied(db, folder, [("1", "a", "SQL", "V1__a.sql"),
+                                ("2", "Backfill", "JDBC", "db.migration.V2__Backfill"),
+                                ("3", "Seed", "SPRING_JDBC", "db.migration.V3__Seed")])
+    shown = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--status")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    states = {line.split()[0]: line.split()[1] for line in shown.stdout.splitlines()[1:5]}
+    assert states == {"1": "applied", "2": "applied", "3": "applied", "4": "pending"}
+    assert "a JDBC migration: Flyway ran its code" in shown.stdout
+    ran = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert ran.returncode == 0, ran.stderr
+    before = history(db)
+    refused = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--accept", "2")
+    assert refused.returncode == 2 and "nothing to accept" in refused.stderr, refused.stderr
+    assert history(db) == before
+
+
+def _view(dsn: str) -> str:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT pg_get_viewdef('v'::regclass)").fetchone()[0]
+
+
+def test_repeatable_scripts_run_as_flyway_runs_them(tmp_path, db):
+    """R__ scripts run after the versioned ones and are recorded as Flyway records them
+    (version NULL, type SQL, CRC32, the next installed_rank); unchanged, they do not run
+    again; edited, they run again (a new row) and are never called up to date before."""
+    folder = write_migrations(tmp_path / "sql", {
+        "R__views.sql": "CREATE OR REPLACE VIEW v AS SELECT id FROM a;\n",
+        "V1__a.sql": "CREATE TABLE a (id int);\n"})
+    ran = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert ran.returncode == 0, ran.stderr
+    assert [r[1:] for r in history(db)] == [
+        ("1", "a", "SQL", "V1__a.sql", crc("CREATE TABLE a (id int);\n"), True),
+        (None, "views", "SQL", "R__views.sql",
+         crc("CREATE OR REPLACE VIEW v AS SELECT id FROM a;\n"), True)]
+    write_migrations(folder, {"V2__b.sql": "ALTER TABLE a ADD COLUMN b int;\n"})
+    ran = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert ran.returncode == 0, ran.stderr
+    assert [r[1] for r in history(db)] == ["1", None, "2"]  # the view did not run again
+    edited = "CREATE OR REPLACE VIEW v AS SELECT id, b FROM a;\n"
+    write_migrations(folder, {"R__views.sql": edited})
+    shown = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--status")
+    assert shown.returncode == 0, shown.stderr
+    assert [line.split()[:2] for line in shown.stdout.splitlines()
+            if "R__views" in line] == [["R__views", "pending"]], shown.stdout
+    ran = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert ran.returncode == 0 and "nothing to apply" not in ran.stdout, ran.stdout
+    assert history(db)[-1][1:] == (None, "views", "SQL", "R__views.sql", crc(edited), True)
+    assert history(db)[-1][0] == 4
+    assert "b" in _view(db)
+    again = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert again.returncode == 0 and "nothing to apply" in again.stdout, again.stdout

@@ -297,6 +297,8 @@ def test_empty_migrations_are_recorded_and_a_tern_version_without_a_file_is_name
         assert _as_the_tool_reads_it(conn, "goose") == [0, 1, 2, 3]
     tern = _write(tmp_path / "tern", {"001_a.sql": "CREATE TABLE a (i int);\n"})
     with psycopg.connect(db, autocommit=True) as conn:
+        # a database keeps one runner's history: goose's would make tern's run refused
+        conn.execute("DROP TABLE goose_db_version")
         conn.execute("CREATE TABLE schema_version (version int4 NOT NULL)")
         conn.execute("INSERT INTO schema_version VALUES (4)")
         applied = history.Store("tern").applied(conn, source.load_dir(tern))
@@ -357,3 +359,21 @@ def test_accept_records_a_failed_flyway_row_as_applied(tmp_path, db):
             True, _flyway_checksum((folder / "V1_1__add.sql").read_text()))
     again = run_cli("migrate", "--dsn", db, "--dir", str(folder))
     assert again.returncode == 0 and "nothing to apply" in again.stderr + again.stdout
+
+
+def test_a_prisma_migration_with_an_empty_name_is_applied_and_linted(tmp_path, db):
+    """Prisma applies a folder named `<timestamp>_` (an empty migration name; real: typebot,
+    cal.com): migrate applies and records it under that name, lint judges its file."""
+    folder = _write(tmp_path / "prisma", {
+        "migration_lock.toml": 'provider = "postgresql"\n',
+        "20240101000001_init/migration.sql": CREATE,
+        "20240101000002_/migration.sql": ADD})
+    done = run_cli("migrate", "--dsn", db, "--dir", str(folder))
+    assert done.returncode == 0, done.stderr
+    assert columns(db, "t") == ["id", "a", "b"]
+    with psycopg.connect(db) as conn:
+        assert [n for n, _ in _as_the_tool_reads_it(conn, "prisma")] == [
+            "20240101000001_init", "20240101000002_"]
+    linted = run_cli("lint", "--no-cache", "--format", "json", str(folder))
+    paths = {Path(f["path"]).parent.name for f in json.loads(linted.stdout)["findings"]}
+    assert "20240101000002_" in paths, linted.stdout

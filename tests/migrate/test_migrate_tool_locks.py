@@ -140,7 +140,7 @@ def app_server() -> Iterator[Postgres]:
 
 
 @pytest.mark.parametrize(("tool", "table", "keys"), [
-    ("golang-migrate", "schema_migrations", [1726534663, 1787120056]),
+    ("golang-migrate", "schema_migrations", [1726534663, 1787120056, 1037453835920848937]),
     ("flyway", "flyway_schema_history", [77433833903597]),
 ])
 def test_keys_for_the_connections_database_match_the_tools(app_server, tool, table, keys):
@@ -149,3 +149,20 @@ def test_keys_for_the_connections_database_match_the_tools(app_server, tool, tab
     with apply.connect(app_server.dsn("app")) as conn:
         found = apply.tool_locks(conn, tool, "public", table)
     assert [lock.key for lock in found] == keys
+
+
+def test_coders_own_migration_lock_keeps_pgsteady_out(tmp_path, db):
+    """coder runs golang-migrate through its own driver, holding pg_advisory_xact_lock of
+    1037453835920848937 for the whole run (one transaction): while it is held, migrate of a
+    golang-migrate folder waits its bounded time, names coder's session, applies nothing."""
+    migrations = source.load_dir(_folder(tmp_path, "golang-migrate"), "golang-migrate")
+    with psycopg.connect(db, application_name="coderd") as holder:  # a transaction open
+        holder.execute("SELECT pg_advisory_xact_lock(1037453835920848937)")
+        pid = holder.info.backend_pid
+        with pytest.raises(MigrationBlocked) as err:
+            apply.migrate(db, migrations, QUICK)
+        holder.rollback()
+    message = str(err.value)
+    assert message.startswith(f"another migration runner is active: pid {pid} 'coderd'"), message
+    assert "advisory lock 1037453835920848937" in message
+    assert not _exists(db, "public.t")

@@ -241,10 +241,11 @@ def test_flyway_versions_and_transactions(tmp_path):
                      "V11__on.sql": "-- flyway:executeInTransaction=true\nselect 6;",
                      "R__views.sql": "select 5;"})
     scan = layouts.scan(tmp_path, "flyway")
-    assert [f.tag for f in scan.files] == ["1", "1.1", "2", "10", "11"]
+    assert [f.tag for f in scan.files] == ["1", "1.1", "2", "10", "11", "R__views"]
     assert scan.files[1].name == "more things"
-    assert [f.transactional for f in scan.files] == [None, None, False, False, True]
-    assert [s.path.name for s in scan.skipped] == ["R__views.sql"]
+    assert [f.transactional for f in scan.files] == [None, None, False, False, True, None]
+    assert [f.repeatable for f in scan.files] == [False] * 5 + [True]  # after the versions
+    assert scan.skipped == []
 
 
 def test_flyway_runs_a_script_with_a_concurrently_statement_outside_a_transaction(tmp_path):

@@ -8,13 +8,14 @@ import pytest
 from pgsteady.tools import registry
 from pgsteady.tools._base import go_advisory_lock_id, java_hash_code
 from pgsteady.tools.flyway import flyway_lock_key
+from pgsteady.tools.golang_migrate import CODER_LOCK
 
 APP = registry.LockPlace("app", "public", "public", "schema_migrations")
 
 
 def test_golang_migrate_keys_match_its_cli_and_library():
     """Database app, schema public: the CLI's key (URL path /app) and WithInstance's (app)."""
-    assert registry.get("golang-migrate").advisory_locks(APP) == (1726534663, 1787120056)
+    assert registry.get("golang-migrate").advisory_locks(APP)[:2] == (1726534663, 1787120056)
 
 
 def test_golang_migrate_key_wraps_as_go_uint32():
@@ -29,7 +30,7 @@ def test_golang_migrate_takes_keys_for_the_current_schema_too():
     keys = registry.get("golang-migrate").advisory_locks(place)
     assert keys == (go_advisory_lock_id("ops", "schema_migrations", "/app"),
                     go_advisory_lock_id("ops", "schema_migrations", "app"),
-                    1726534663, 1787120056)
+                    1726534663, 1787120056, CODER_LOCK)
 
 
 def test_flyway_key_is_its_magic_number_plus_the_tables_hash_code():

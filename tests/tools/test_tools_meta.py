@@ -28,7 +28,7 @@ def test_every_layout_keeps_a_history_as_its_tool_does(name):
     """A layout migrate runs has its history table, the column its rows are read in, the
     table's DDL and a statement recording a migration."""
     tool = registry.get(name)
-    assert tool.layout and tool.history_table and tool.history_order
+    assert tool.migrates and tool.history_table and tool.history_order
     assert tool.history_ddl.lstrip().startswith("CREATE TABLE IF NOT EXISTS {}")
     assert "record" in tool.history_dml
 
@@ -40,7 +40,7 @@ def test_lint_profiles_are_the_registry_tools():
 
     assert runners.NAMES == registry.PROFILES
     assert ", ".join(registry.PROFILES) == cli_lint.PROFILES
-    assert [n for n in registry.PROFILES if registry.get(n).layout] == list(registry.NAMES)
+    assert [n for n in registry.PROFILES if registry.get(n).migrates] == list(registry.NAMES)
     assert [n for n in registry.PROFILES if registry.get(n).sets_timeouts] == ["pgsteady"]
 
 

@@ -29,7 +29,7 @@ from pgsteady.lint.rules import all_rules, rule_ids
 
 #: The runner profiles, for --help (runners.NAMES; a test keeps them equal).
 PROFILES = ("pgsteady, prisma, goose, golang-migrate, dbmate, flyway, diesel, sql-migrate, "
-            "tern, popx, sqitch, alembic-sql, plain, django")
+            "tern, sqlx, popx, sqitch, alembic-sql, plain, django")
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -209,7 +209,8 @@ def run_lint(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{rule.id}\t{rule.message}\n")
         return EXIT_OK
     config = _config(args)
-    if (args.tool or config.runner) == "django":
+    chosen = args.tool or config.runner
+    if chosen and chosen != "auto" and _from_project(chosen):
         return _run_django(args, config)
     paths = args.files or _config_paths(config)
     if not paths:
@@ -242,6 +243,13 @@ def run_lint(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _from_project(tool: str) -> bool:
+    """Whether ``tool``'s SQL comes from the project rather than files (Django's)."""
+    from pgsteady.tools import registry  # a name given: its profile (a small module)
+
+    return tool in registry.MODULES and registry.get(tool).sql_from_project
+
+
 def _run_django(args: argparse.Namespace, config: LintConfig) -> int:
     """A Django project's migrations, their SQL written by Django (pgsteady.django)."""
     from pgsteady._extras import needs
@@ -272,8 +280,8 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
     downs: list[Path] = []
     not_run: list[Path] = []
     why: dict[Path, str] = {}
-    files = runners.files_for(paths, choice.runner, downs, not_run, choice.listing, why)
-    units, broken = runners.load(files, choice.runner,
+    files = runners.files_for(paths, choice.tool, downs, not_run, choice.listing, why)
+    units, broken = runners.load(files, choice.tool,
                                  choice.listing.heads if choice.listing else None)
     history: list[Unit] = []
     if args.history:
@@ -281,8 +289,8 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
             sys.stderr.write("pgsteady lint: --history ignored: the database given by --dsn "
                              "knows the schema\n")
         else:
-            history = runners.history_for(args.history, files, choice.runner)
-    report = _lint(config, units, history, args, choice.runner,
+            history = runners.history_for(args.history, files, choice.tool)
+    report = _lint(config, units, history, args, choice.tool,
                    None if broken else store)
     for index, file in broken.items():
         report.files[index] = file
@@ -290,11 +298,11 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
         from pgsteady.lint import sizes  # psycopg: --dsn only
 
         report = sizes.annotate(report, args.dsn, config.large_table)
-        report.runner = choice.runner
+        report.runner = choice.tool
     reason = choice.reason
     report.skipped = [(str(p), "a down script beside its up script: it runs on a rollback")
                       for p in downs]
-    report.skipped += [(str(p), why.get(p, f"{choice.runner} does not run it as SQL"))
+    report.skipped += [(str(p), why.get(p, f"{choice.tool} does not run it as SQL"))
                        for p in not_run]
     placeholders = sum(len(u.placeholders) for u in units)
     if placeholders:
@@ -308,9 +316,9 @@ def _run(args: argparse.Namespace, config: LintConfig, paths: list[str],
         sql_only = all(p.suffix == ".sql" for p in not_run)
         kind = ".sql file" if sql_only else "file"
         reason += (f"; skipped {len(not_run)} {kind}{'s' if len(not_run) != 1 else ''} "
-                   f"{choice.runner} does not run as SQL ({shown})"
+                   f"{choice.tool} does not run as SQL ({shown})"
                    + (": name one to lint it" if sql_only else ""))
-    return report, choice.runner, reason
+    return report, choice.tool, reason
 
 
 def _show(report: LintReport, args: argparse.Namespace, runner: str, reason: str,

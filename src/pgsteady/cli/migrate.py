@@ -122,7 +122,7 @@ def policy_of(args: argparse.Namespace) -> apply.Policy:
 
 def plan_data(pending: list[Migration]) -> list[dict[str, Any]]:
     return [{
-        "version": m.version if registry.get(m.layout).numeric else m.tag, "name": m.name,
+        "version": m.version if registry.get(m.tool).numeric else m.tag, "name": m.name,
         "file": str(m.path), "transactional": m.transactional,
         "statements": [_statement_data(s, reading)
                        for s, reading in preflight.read_statements(m)],
@@ -271,7 +271,7 @@ def _run(args: argparse.Namespace, applied: list[apply.Applied]) -> int:
             print_plan(pending)
         return EXIT_OK
 
-    numeric = not migrations or registry.get(migrations[0].layout).numeric
+    numeric = not migrations or registry.get(migrations[0].tool).numeric
 
     def shown(done: apply.Applied) -> int | str:
         """The version as --plan and preflight show it: the tool's own where not a number."""

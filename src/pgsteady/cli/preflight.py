@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "schema_version": SCHEMA_VERSION, "ok": ok,
-            "pending": [{"version": m.version if registry.get(m.layout).numeric else m.tag,
+            "pending": [{"version": m.version if registry.get(m.tool).numeric else m.tag,
                          "name": m.name, "file": str(m.path)}
                         for m in report.pending],
             "blockers": [b.as_dict() for b in report.blockers],

@@ -54,8 +54,9 @@ class Hit(Record):
 class Context:
     """What the engine knows about the file so far, before the current statement."""
 
-    __slots__ = ("altered_in_transaction", "assume_in_transaction", "assume_runner_timeouts",
-                 "dropped_views", "emptied_in_transaction", "fk_targets_in_transaction",
+    __slots__ = ("after_commit_at", "altered_in_transaction", "assume_in_transaction",
+                 "assume_runner_timeouts", "block_committed", "dropped_views",
+                 "emptied_in_transaction", "fk_targets_in_transaction",
                  "implicit_transaction", "in_do_block",
                  "lock_timeout_set", "new_columns_with_default",
                  "not_valid_in_transaction", "open_transaction_at", "pending_not_null_checks",
@@ -102,6 +103,10 @@ class Context:
         self.validated_elsewhere: set[Key] = set()
         # Byte offset of the BEGIN that opened the current explicit transaction.
         self.open_transaction_at: int | None = None
+        # An explicit block was committed; the first statement after it starts (byte offset):
+        # in a file sent as one query, that statement runs in a new implicit transaction.
+        self.block_committed = False
+        self.after_commit_at: int | None = None
         # The file's text as the parser's offsets count (UTF-8): where ALTER subcommands start.
         self.source = source
         # Once-per-file rules remember here that they have spoken.

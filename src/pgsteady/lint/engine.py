@@ -37,7 +37,7 @@ from pgsteady.lint.report import (
 from pgsteady.lint.rules import all_rules
 from pgsteady.lint.schema import REPLAYED, Schema
 from pgsteady.lint.suppress import UNUSED_IGNORE, Source, parse_ignores
-from pgsteady.lint.track import TRACKED, forget_emptied, track
+from pgsteady.lint.track import TRACKED, forget_emptied, note_after_commit, track
 from pgsteady.sql.text import fill_placeholders, placeholder_shown, skip_blanks
 from pgsteady.tools import sqlx
 
@@ -317,6 +317,8 @@ class Linter:
     def _check(self, statement: parse.Statement, ctx: Context, raws: list[_Raw],
                index: int) -> None:
         """Run the rules on one statement, then learn from it."""
+        if not statement.embedded:
+            note_after_commit(statement.kind, statement.start, ctx)
         if statement.unparsed is not None:
             if UNPARSED in self.rules:
                 raws.append(_Raw(self.rules[UNPARSED], Hit(statement.unparsed), index,

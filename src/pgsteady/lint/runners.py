@@ -41,7 +41,6 @@ django             one per migration unless ``atomic = False`` (then     with EN
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -62,15 +61,16 @@ NAMES = registry.PROFILES
 
 
 class Choice(Record):
-    """The profile used, and why (shown to the user); ``listing``: the folder as detection
-    saw it, with the files it read whole, so they are not listed or read again."""
+    """The tool whose profile is used, and why (shown to the user); ``listing``: the folder
+    as detection saw it, with the files it read whole, so they are not listed or read
+    again."""
 
-    __slots__ = ("listing", "reason", "runner")
+    __slots__ = ("listing", "reason", "tool")
     _UNCOMPARED = ("listing",)
 
-    def __init__(self, runner: str, reason: str,
+    def __init__(self, tool: str, reason: str,
                  listing: registry.Listing | None = None) -> None:
-        self.runner: Final = runner
+        self.tool: Final = tool
         self.reason: Final = reason
         self.listing: Final = listing
 
@@ -87,7 +87,7 @@ def detect(paths: Iterable[str]) -> Choice:
     """The profile the folder's layout makes unambiguous; ``pgsteady`` otherwise."""
     given = [Path(p) for p in paths]
     if not given:
-        return Choice("pgsteady", "default")
+        return Choice(registry.DEFAULT, "default")
     first = given[0]
     folder = first if first.is_dir() else first.parent
     if first.is_file() and (first.name == "migration.sql" or (
@@ -103,6 +103,10 @@ def detect(paths: Iterable[str]) -> Choice:
     except registry.LayoutError:
         listing = None
     names = [e.name for e in listing.entries if e.name.endswith(".sql")] if listing else []
+    pop = popx.pop_marks(folder, [e.name for e in listing.entries if e.name.endswith(
+        (".sql", ".fizz"))]) if listing else None
+    if pop is not None:
+        return Choice("popx", f"{pop}; pop runs each file in a transaction", listing)
     if names and all(golang_migrate.UP_DOWN.search(n) for n in names):
         if popx.names_fit(names):
             return Choice("popx", f"popx names (.autocommit., .<dialect>.) in {folder}",
@@ -112,10 +116,11 @@ def detect(paths: Iterable[str]) -> Choice:
     try:
         found = registry.detect(folder, listing)
     except registry.LayoutError as exc:
-        return Choice("pgsteady", f"{exc}; assumed pgsteady, pass --tool", listing)
-    if found == "pgsteady":
-        return Choice("pgsteady", "no other tool's layout found", listing)
-    return Choice(found, f"detected from {folder}", listing)
+        return Choice(registry.DEFAULT, f"{exc}; assumed pgsteady, pass --tool", listing)
+    if found == registry.DEFAULT:
+        return Choice(found, "no other tool's layout found", listing)
+    note = registry.get(found).guess_note
+    return Choice(found, f"detected from {folder}" + (f"; {note}" if note else ""), listing)
 
 
 def _head(path: Path) -> str:
@@ -126,125 +131,80 @@ def _head(path: Path) -> str:
         return ""
 
 
-def unit(path: Path, text: str, runner: str, display: str | None = None) -> Unit:
-    """One file as ``runner`` runs it: its Up part (line numbers kept) and its transaction."""
-    tool = registry.get(runner)
+def unit(path: Path, text: str, tool: str, display: str | None = None) -> Unit:
+    """One file as ``tool`` runs it: its Up part (line numbers kept) and its transaction."""
+    conventions = registry.get(tool)
     try:
-        up, in_transaction = tool.up_part(path, text)
+        up, in_transaction = conventions.up_part(path, text)
     except registry.LayoutError as exc:
         raise UsageError(str(exc)) from None
-    if tool.layout:
+    if conventions.migrates:
         if golang_migrate.NONTX.search(path.name):
             in_transaction = False
-        if runner == "flyway" and in_transaction is None:
-            in_transaction = not flyway_outside(up.text)
+        if in_transaction is None and conventions.outside_words is not None:
+            in_transaction = runs_in_transaction(conventions, up.text)
         text = "\n" * (up.first_line - 1) + up.text
     filled, names = fill_placeholders(text)
-    return Unit(display or str(path), filled, in_transaction, tool.sets_timeouts, names)
+    return Unit(display or str(path), filled, in_transaction, conventions.sets_timeouts, names)
 
 
-# The statements Flyway's PostgreSQL parser runs outside a transaction (its patterns, on the
-# statement's first words), as parse-tree kinds; the words make a quick test first.
-_FLYWAY_OUTSIDE_WORDS = re.compile(
-    r"\b(concurrently|database|tablespace|subscription|system|vacuum|discard|reindex)\b",
-    re.IGNORECASE)
-_FLYWAY_OUTSIDE = frozenset({"CreatedbStmt", "DropdbStmt", "CreateTableSpaceStmt",
-                             "DropTableSpaceStmt", "CreateSubscriptionStmt",
-                             "DropSubscriptionStmt", "AlterSystemStmt", "IndexStmt", "DropStmt",
-                             "ReindexStmt", "VacuumStmt", "DiscardStmt"})
-_REINDEX_MANY = frozenset({"REINDEX_OBJECT_SCHEMA", "REINDEX_OBJECT_SYSTEM",
-                           "REINDEX_OBJECT_DATABASE"})
-
-
-def flyway_outside(text: str) -> bool:
-    """True if Flyway runs this script without a transaction (no ``executeInTransaction``
-    set): every statement in it is one Flyway's parser keeps out of a transaction, ``CREATE
-    [UNIQUE] INDEX CONCURRENTLY``, ``DROP INDEX CONCURRENTLY``, ``CREATE/DROP
-    DATABASE|TABLESPACE|SUBSCRIPTION``, ``ALTER SYSTEM``, ``REINDEX SCHEMA|DATABASE|SYSTEM``,
-    ``VACUUM`` or ``DISCARD ALL``. A script that mixes them with others is refused by Flyway
-    (unless ``mixed=true``) and is judged in a transaction, so the statement is reported;
-    one that does not parse likewise (its error is reported when it is linted)."""
-    if not _FLYWAY_OUTSIDE_WORDS.search(text):
-        return False
+def runs_in_transaction(tool: registry.Tool, text: str) -> bool:
+    """Whether ``tool`` runs a script in a transaction when it decides from the statements
+    itself (Flyway's parser: :attr:`~pgsteady.tools.registry.Tool.outside_words`). A script
+    the tool would refuse (a mix of both kinds), or one that does not parse (its error is
+    reported when it is linted), is judged in a transaction, so its statements are
+    reported."""
+    words = tool.outside_words
+    if words is None or not words.search(text):
+        return True
     from pgsteady.lint import parse  # noqa: PLC0415 -- rare: such words in a script
 
-    outside = False
+    outside: list[bool] = []
     try:
-        for statement in parse.statements(text, _FLYWAY_OUTSIDE.__contains__):
-            if statement.embedded:
-                continue
-            if not _flyway_keeps_out(statement.kind, statement.node or {}):
-                return False
-            outside = True
+        for statement in parse.statements(text, tool.outside_nodes.__contains__):
+            if not statement.embedded:
+                outside.append(tool.keeps_out(statement.kind, statement.node or {}))
     except parse.ParseFailure:
-        return False
-    return outside
+        return True
+    return tool.in_transaction(None, outside) is not False
 
 
-def _flyway_keeps_out(kind: str, node: dict[str, object]) -> bool:
-    if kind in ("IndexStmt", "DropStmt"):
-        return bool(node.get("concurrent")) and (
-            kind == "IndexStmt" or node.get("removeType") == "OBJECT_INDEX")
-    if kind == "ReindexStmt":
-        return node.get("kind") in _REINDEX_MANY
-    if kind == "VacuumStmt":
-        return bool(node.get("is_vacuumcmd"))
-    if kind == "DiscardStmt":
-        return node.get("target") == "DISCARD_ALL"
-    return kind in _FLYWAY_OUTSIDE
-
-
-def folder_files(folder: Path, runner: str, not_run: list[Path] | None = None,  # noqa: PLR0917
+def folder_files(folder: Path, tool: str, not_run: list[Path] | None = None,  # noqa: PLR0917
                  listing: registry.Listing | None = None, downs: list[Path] | None = None,
                  why: dict[Path, str] | None = None) -> list[Path] | None:
-    """The files of ``folder`` that ``runner`` applies, in its order (Up files only);
+    """The files of ``folder`` that ``tool`` applies, in its order (Up files only);
     None when the plain sorted ``*.sql`` walk is right (pgsteady, plain, alembic-sql).
     ``.sql`` files of the folder that the tool does not run go to ``not_run`` (a data script
     beside Diesel's folders, Flyway's repeatables), with the reason in ``why`` when it is
     more than that; golang-migrate's and popx's down scripts go to ``downs``: the summary
     names them. ``listing``: the folder as detection saw it, if it is this folder."""
-    if listing is not None and listing.folder != folder:
-        listing = None
+    if listing is None or listing.folder != folder:
+        listing = registry.Listing.of(folder)
+    else:  # a scan uses up the heads it reads
+        listing = registry.Listing(listing.folder, listing.entries, dict(listing.heads))
     skip = _Skips(downs, not_run, why)
-    if runner == "popx":
-        return popx.lint_files(folder, skip.down, skip.other)
-    if runner == "sqitch":
-        return sqitch.deploy_files(folder)
-    if runner == "golang-migrate":
-        entries = listing.entries if listing is not None else registry.Listing.of(folder).entries
-        return golang_migrate.lint_files(entries, skip.down, skip.other)
-    if runner in registry.NAMES and runner != "pgsteady":
-        seen = None if listing is None else registry.Listing(  # scan uses up what it reads
-            listing.folder, listing.entries, dict(listing.heads))
-        try:
-            scan = registry.scan(folder, runner, seen)
-        except registry.LayoutError as exc:
-            raise UsageError(str(exc)) from None
-        for item in scan.skipped:
-            if item.said and item.path.suffix == ".sql" and item.path.is_file():
-                skip.other(item.path, item.reason)
-        if not_run is not None:
-            not_run += [f.path for f in scan.files if f.elsewhere is not None]
-        return [f.path for f in scan.files if f.elsewhere is None]
-    return None
+    try:
+        return registry.get(tool).lint_files(listing, skip.down, skip.other)
+    except registry.LayoutError as exc:
+        raise UsageError(str(exc)) from None
 
 
-def files_for(paths: Iterable[str], runner: str, skipped: list[Path] | None = None,  # noqa: PLR0917
+def files_for(paths: Iterable[str], tool: str, skipped: list[Path] | None = None,  # noqa: PLR0917
               not_run: list[Path] | None = None, listing: registry.Listing | None = None,
               why: dict[Path, str] | None = None) -> list[Path]:
-    """Files as given; folders expanded to the files ``runner`` applies, in its order (down
+    """Files as given; folders expanded to the files ``tool`` applies, in its order (down
     scripts beside their up scripts go to ``skipped``: see :func:`files.collect_files`; other
-    ``.sql`` files the runner does not run, to ``not_run``, with the reason in ``why`` when
+    ``.sql`` files the tool does not run, to ``not_run``, with the reason in ``why`` when
     there is more to say). ``listing``: a folder as detection saw it (:attr:`Choice.listing`)."""
     out: list[Path] = []
     for name in paths:
         path = Path(name)
-        found = (folder_files(path, runner, not_run, listing, skipped, why) if path.is_dir()
+        found = (folder_files(path, tool, not_run, listing, skipped, why) if path.is_dir()
                  else None)
         if found is None:
             out += collect_files([name], skipped)
         elif not found:
-            raise UsageError(f"no {runner} migrations under {name}")
+            raise UsageError(f"no {tool} migrations under {name}")
         else:
             out += found
     return out
@@ -266,13 +226,13 @@ class _Skips:
     def other(self, path: Path, reason: str) -> None:
         if self.not_run is not None:
             self.not_run.append(path)
-        if self.why is not None:
+        if self.why is not None and reason:
             self.why[path] = reason
 
 
-def load(files: Iterable[Path], runner: str, heads: dict[Path, bytes] | None = None,
+def load(files: Iterable[Path], tool: str, heads: dict[Path, bytes] | None = None,
          ) -> tuple[list[Unit], dict[int, FileReport]]:
-    """Each file as a unit for ``runner``; files that are not UTF-8 become reports (by index)
+    """Each file as a unit for ``tool``; files that are not UTF-8 become reports (by index)
     and an empty unit in their place, so the order and the count stay. ``heads``: files
     already read whole (:attr:`Choice.listing`), each used once."""
     units: list[Unit] = []
@@ -283,18 +243,18 @@ def load(files: Iterable[Path], runner: str, heads: dict[Path, bytes] | None = N
             broken[len(units)] = FileReport(str(path), syntax_error=text)
             units.append(Unit(str(path), ""))
         else:
-            units.append(unit(path, text, runner))
+            units.append(unit(path, text, tool))
     return units, broken
 
 
-def history_for(folder: str, checked: list[Path], runner: str) -> list[Unit]:
+def history_for(folder: str, checked: list[Path], tool: str) -> list[Unit]:
     """The files of ``folder`` that run before the first checked file (all of them if the
     checked files are not in it), as units to replay."""
-    files = files_for([folder], runner)
+    files = files_for([folder], tool)
     resolved = [p.resolve() for p in files]
     firsts = [resolved.index(c.resolve()) for c in checked if c.resolve() in resolved]
     before = files[:min(firsts)] if firsts else files
-    return load(before, runner)[0]
+    return load(before, tool)[0]
 
 
 # -- django: Django writes the SQL (pgsteady.django.lint); tools.django its conventions ---

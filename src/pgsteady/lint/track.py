@@ -35,6 +35,14 @@ def forget_emptied(kind: str, ctx: Context) -> None:
         ctx.emptied_in_transaction.clear()
 
 
+def note_after_commit(statement_kind: str, start: int, ctx: Context) -> None:
+    """Remember where the first statement after a committed block starts (every statement,
+    parsed or not, comes here)."""
+    if ctx.block_committed and ctx.after_commit_at is None and \
+            statement_kind != "TransactionStmt":
+        ctx.after_commit_at = start
+
+
 def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
     """Update what the context knows after a statement (transactions, timeouts, tables)."""
     forget_emptied(kind, ctx)
@@ -45,6 +53,8 @@ def track(kind: str, stmt: Node, ctx: Context, begin: int) -> None:
             if ctx.transaction_depth == 1:
                 ctx.open_transaction_at = begin
         elif what in ("TRANS_STMT_COMMIT", "TRANS_STMT_ROLLBACK", "TRANS_STMT_PREPARE"):
+            if ctx.transaction_depth == 1 and what == "TRANS_STMT_COMMIT":
+                ctx.block_committed = True
             ctx.transaction_depth = max(0, ctx.transaction_depth - 1)
             if ctx.transaction_depth == 0:
                 ctx.open_transaction_at = None

@@ -109,7 +109,7 @@ RECONNECT_TIMEOUT = 2
 
 def store_of(policy: Policy, migrations: Sequence[Migration]) -> history.Store:
     """The history table of the migrations' tool (pgsteady's by default)."""
-    tools = {m.layout for m in migrations} or {"pgsteady"}
+    tools = {m.tool for m in migrations} or {"pgsteady"}
     if len(tools) > 1:
         raise UsageError(f"migrations from several layouts ({', '.join(sorted(tools))}); run "
                          f"one folder at a time")
@@ -120,6 +120,7 @@ def states(conn: psycopg.Connection[Any], migrations: Sequence[Migration],
            policy: Policy) -> list[status.Entry]:
     """Every version of the folder and the history with its state (``--status``)."""
     store = store_of(policy, migrations)
+    store.refuse_foreign(conn)
     return status.compare(migrations, store.applied(conn, migrations),
                           allow_out_of_order=policy.allow_out_of_order)
 
@@ -212,6 +213,7 @@ def _migrate(conn: psycopg.Connection[Any], migrations: Sequence[Migration], pol
                      tool_locks(conn, store.tool, store.schema, store.table)):
         backstop(conn, policy)
         if baseline_tag is not None:
+            store.refuse_foreign(conn)  # before the baseline writes a row
             baseline(conn, migrations, baseline_tag, policy)
         todo = pending(conn, migrations, policy)
         todo, elsewhere = _before_elsewhere(todo)

@@ -116,7 +116,7 @@ def apply_in_steps(conn: psycopg.Connection[Any], migration: Migration, policy: 
         except MigrationError as exc:
             if number == 0:
                 raise
-            tool = source.tool_name(migration.layout)
+            tool = source.tool_name(migration.tool)
             ran = "statement 1" if number == 1 else f"statements 1-{number}"
             raise type(exc)(f"{exc} ({ran} of {last + 1} in this file ran before it and stay "
                             f"applied, each on its own as {tool} runs them; the history "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from psycopg import sql
 from pgsteady.errors import MigrationError, UsageError
 from pgsteady.migrate import queries
 from pgsteady.settings import default_label
-from pgsteady.tools import registry
+from pgsteady.tools import histories, registry
 from pgsteady.tools.registry import Row
 
 if TYPE_CHECKING:
@@ -96,6 +97,27 @@ class Store:
         query = queries.history_rows(self.schema, self.table, self.kept.history_order)
         return [r[0] for r in conn.execute(query).fetchall()]
 
+    def refuse_foreign(self, conn: psycopg.Connection[Any]) -> None:
+        """UsageError when another runner's history table holding rows is in the schemas
+        this run uses (the history's, and ``current_schema()``): that runner keeps this
+        database, and the folder read as this tool's would apply its migrations again.
+        Names the table and the ``--tool`` that reads it; the caller applies nothing."""
+        row = conn.execute(queries.DATABASE_AND_SCHEMA).fetchone()
+        schemas = list(dict.fromkeys([self.schema, *([row[1]] if row and row[1] else [])]))
+        found = conn.execute(queries.HISTORY_TABLES, {"names": histories.table_names(),
+                                                      "schemas": schemas}).fetchall()
+        beside: dict[str, set[str]] = {}
+        for schema, table, _ in found:
+            beside.setdefault(schema, set()).add(table)
+        for schema, table, columns in found:
+            whose = histories.identify(table, columns, beside[schema])
+            if whose is None or whose.tool == self.tool:
+                continue
+            count = conn.execute(queries.rows_up_to(schema, table, _ROWS_SHOWN)).fetchone()
+            rows = int(count[0]) if count else 0
+            if rows:
+                raise UsageError(_foreign_refusal(schema, table, rows, whose, self.kept.display))
+
     def applied(self, conn: psycopg.Connection[Any],
                 migrations: Sequence[Migration] = ()) -> dict[str, Row]:
         """Applied (or started and unfinished) migrations by tag, as the tool counts them."""
@@ -104,20 +126,21 @@ class Store:
     def ensure(self, conn: psycopg.Connection[Any]) -> bool:
         """Create the table as its tool would, if missing (call inside a transaction);
         whether it was missing."""
-        if self.tool == "alembic":
-            raise UsageError("pgsteady reads alembic_version but never writes it; run Alembic "
-                             "through pgsteady.migrate.run_alembic_migrations instead")
+        if not self.kept.writes_history:
+            raise UsageError(f"pgsteady reads {self.kept.history_table} but never writes it; "
+                             f"run {self.kept.display} through "
+                             f"pgsteady.migrate.run_alembic_migrations instead")
         existed = self.exists(conn)
         conn.execute(queries.history_statement(self.kept.history_ddl, self.schema, self.table))
         seed = self.kept.history_seed
         if seed and not existed:
             conn.execute(queries.history_statement(seed, self.schema, self.table))
-        if self.tool == "pgsteady" and existed:
+        for column, action in self.kept.history_added if existed else ():
             name = sql.Identifier(self.schema, self.table).as_string(conn)
             row = conn.execute(queries.HISTORY_COLUMN_EXISTS,
-                               {"table": name, "column": "finished"}).fetchone()
+                               {"table": name, "column": column}).fetchone()
             if not (row and row[0]):  # a table from before the column: add it once
-                conn.execute(self._statement("add_finished"))
+                conn.execute(self._statement(action))
         return not existed
 
     def drop_if_unchanged(self, conn: psycopg.Connection[Any],
@@ -142,20 +165,21 @@ class Store:
         return {"version": migration.version, "tag": migration.tag, "name": migration.name,
                 "checksum": migration.checksum, "duration_ms": round(seconds * 1000),
                 "tries": tries, "finished": finished,
-                "id": _new_id() if self.tool == "prisma" else None,
+                "id": self.kept.row_id(),
                 "script": migration.path.name, "type": "SQL",
+                "repeatable": migration.repeatable,
                 "applied_by": _applied_by()}
 
     def start(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
         """Mark ``migration`` started, before it runs outside a transaction (autocommit)."""
-        if self.tool == "pgsteady":
-            conn.execute(self._statement("record"), self._params(migration, 0, 0.0, False))
-        elif self.tool == "golang-migrate":
-            with conn.transaction():
-                conn.execute(self._statement("clear"))
-                conn.execute(self._statement("record"), self._params(migration, 0, 0.0, False))
-        elif self.tool == "prisma":
-            conn.execute(self._statement("start"), self._params(migration, 0, 0.0, False))
+        actions = self.kept.start_actions
+        if not actions:
+            return  # the tool's table cannot say "started"
+        params = self._params(migration, 0, 0.0, False)
+        with conn.transaction() if len(actions) > 1 else nullcontext():
+            for action in actions:
+                takes = "%(" in self.kept.history_dml[action]
+                conn.execute(self._statement(action), params if takes else None)
 
     def unstart(self, conn: psycopg.Connection[Any], migration: Migration) -> None:
         """Undo :meth:`start` after a clean failure (the statement did not take effect).
@@ -206,7 +230,7 @@ class Store:
             text = _PLACEHOLDER.sub(number, self._statement(action).as_string(conn))
             # pgsteady's row is one INSERT ... ON CONFLICT DO UPDATE: exactly one row back,
             # so it can read the clock too, one statement less per migration
-            clock = self.tool == "pgsteady" and action == "record"
+            clock = self.kept.record_one_row and action == "record"
             if clock:
                 text += f"\nRETURNING {queries.TRY_SECONDS_EXPR}"
             try:
@@ -243,15 +267,10 @@ class Store:
         """The history statements of a migration recorded (actions of ``HISTORY_DML``) and
         their values (None: no migration, only the actions)."""
         params = None if migration is None else self._params(migration, tries, seconds, True)
-        if params is not None and self.tool == "flyway" and tries == 0:
-            params["duration_ms"] = 0
-        if params is not None and self.tool == "pgsteady" and tries == 0:
-            params["applied_by"] = f"baseline by {params['applied_by']}"
-        steps: list[tuple[str, dict[str, Any] | None]] = []
-        if self.tool == "golang-migrate":
-            steps.append(("clear", None))
-        steps.append(("record", params))
-        return steps
+        if params is not None and tries == 0:  # recorded without running
+            self.kept.baseline_row(params)
+        return [(action, params if action == "record" else None)
+                for action in self.kept.record_actions]
 
     def _record(self, migration: Migration, tries: int,
                 seconds: float) -> list[tuple[sql.Composed, dict[str, Any] | None]]:
@@ -260,7 +279,7 @@ class Store:
 
     def forget(self, conn: psycopg.Connection[Any], row: Row) -> None:
         """Remove an applied version whose file is gone (``--accept`` of a missing one)."""
-        if self.tool in ("golang-migrate", "tern"):
+        if "forget" not in self.kept.history_dml:
             raise UsageError(f"{self.tool} keeps only its current version; fix the folder "
                              f"instead (the file of that version must exist)")
         stored = row.stored or row.tag
@@ -282,11 +301,19 @@ class Store:
             self.record(conn, migration, 0, 0.0)
 
 
-def _new_id() -> str:
-    """A random id (Prisma's rows have one); uuid is imported only for such a layout."""
-    import uuid  # noqa: PLC0415 - its import costs every migrate start ~2 ms
+_ROWS_SHOWN = 100_000  # a history's rows are counted up to this
 
-    return str(uuid.uuid4())
+
+def _foreign_refusal(schema: str, table: str, rows: int, whose: histories.Signature,
+                     display: str) -> str:
+    """One line: which runner keeps this database, and what to do instead."""
+    many = f"{rows}{'+' if rows >= _ROWS_SHOWN else ''} row{'s' if rows != 1 else ''}"
+    how = (f"pass --tool {whose.tool} to read it (and check that --dir is that tool's folder)"
+           if whose.tool is not None else
+           f"migrate it with {whose.runner} itself (pgsteady does not run its folders)")
+    return (f"{schema}.{table} holds {whose.runner}'s history ({many}): another migration "
+            f"runner keeps this database, and the folder read as {display}'s would apply its "
+            f"migrations again; nothing applied. {how}")
 
 
 def _as_int(tag: str) -> int | None:

@@ -52,25 +52,6 @@ WHERE l.locktype = 'advisory' AND l.granted
   AND l.classid = %(hi)s::int8::oid AND l.objid = %(lo)s::int8::oid AND l.objsubid = 1
 """
 
-# A relation name as written in a migration -> its oid, kind, and the table of an index.
-RESOLVE_RELATION = """
-SELECT c.oid::int8, c.relkind::text, n.nspname::text, c.relname::text, i.indrelid::int8
-FROM pg_class c
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_index i ON i.indexrelid = c.oid
-WHERE c.oid = to_regclass(%(name)s)
-"""
-
-# The same for many names at once (name -> row; names that resolve to nothing are absent).
-RESOLVE_RELATIONS = """
-SELECT w.name, c.oid::int8, c.relkind::text, n.nspname::text, c.relname::text,
-       i.indrelid::int8
-FROM unnest(%(names)s::text[]) AS w(name)
-JOIN pg_class c ON c.oid = to_regclass(w.name)
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_index i ON i.indexrelid = c.oid
-"""
-
 # Sessions holding or waiting for a lock on any of the relations (filtered by mode in Python,
 # with the conflict table in analysis.LockMode).
 # Does RELATION_LOCKERS have anything to find at all? (Cheaper than resolving what the
@@ -126,31 +107,6 @@ RELATION_EXISTS = "SELECT to_regclass(%(name)s) IS NOT NULL"
 BACKEND_AND_PORT = "SELECT pg_backend_pid(), inet_server_port()"
 
 
-def create_history(schema: str, table: str) -> sql.Composed:
-    return sql.SQL("""
-CREATE TABLE IF NOT EXISTS {} (
-    version     bigint PRIMARY KEY,
-    name        text NOT NULL,
-    checksum    text NOT NULL,
-    applied_at  timestamptz NOT NULL DEFAULT now(),
-    duration_ms integer NOT NULL,
-    tries       integer NOT NULL,
-    applied_by  text NOT NULL
-)""").format(sql.Identifier(schema, table))
-
-
-def applied_versions(schema: str, table: str) -> sql.Composed:
-    return sql.SQL("SELECT version, name, checksum FROM {} ORDER BY version").format(
-        sql.Identifier(schema, table))
-
-
-def insert_history(schema: str, table: str) -> sql.Composed:
-    return sql.SQL(
-        "INSERT INTO {} (version, name, checksum, duration_ms, tries, applied_by) "
-        "VALUES (%(version)s, %(name)s, %(checksum)s, %(duration_ms)s, %(tries)s, "
-        "%(applied_by)s)").format(sql.Identifier(schema, table))
-
-
 # --- history tables: pgsteady's and other tools' (each tool's statements live in its module
 # of pgsteady.tools) ---
 # Rows are read as jsonb, so older or newer versions of a table (a column more or less) read
@@ -161,6 +117,25 @@ def history_rows(schema: str, table: str, order_by: str) -> sql.Composed:
     # jsonb keeps every column; ordered by one of them (the tool's own order)
     return sql.SQL("SELECT to_jsonb(h) FROM {} h ORDER BY {}").format(
         sql.Identifier(schema, table), sql.Identifier(order_by))
+
+
+# Tables named as some migration runner's history, in the schemas a run uses, with their
+# columns (tools.histories tells whose each is).
+HISTORY_TABLES = """
+SELECT n.nspname::text, c.relname::text, array_agg(a.attname::text ORDER BY a.attnum)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%(names)s) AND n.nspname = ANY(%(schemas)s)
+GROUP BY 1, 2
+ORDER BY 1, 2
+"""
+
+
+def rows_up_to(schema: str, table: str, limit: int) -> sql.Composed:
+    """How many rows ``schema.table`` holds, counted up to ``limit``."""
+    return sql.SQL("SELECT count(*) FROM (SELECT FROM {} LIMIT {}) AS r").format(
+        sql.Identifier(schema, table), sql.Literal(limit))
 
 
 HISTORY_COLUMN_EXISTS = """

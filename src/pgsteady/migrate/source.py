@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -30,16 +29,15 @@ from pgsteady.errors import BadMigration
 from pgsteady.sql import classify
 from pgsteady.sql import text as sqltext
 from pgsteady.sql.classify import ParseError, fingerprint
-from pgsteady.tools import registry, sqlx
+from pgsteady.tools import pgsteady as pgsteady_tool
+from pgsteady.tools import registry
 
 if TYPE_CHECKING:
     from pgsteady.sql.analysis import StatementInfo
 
 log = logging.getLogger("pgsteady.migrate")
 
-DIRECTIVE = re.compile(r"^\s*--\s*pgsteady\s*:\s*(?P<value>.*?)\s*$", re.IGNORECASE)
-DIRECTIVES = frozenset({"no-transaction"})
-NO_TRANSACTION = "no-transaction"
+NO_TRANSACTION = pgsteady_tool.NO_TRANSACTION
 
 
 @dataclass(frozen=True)
@@ -70,10 +68,12 @@ class Migration:
     parts: tuple[Part, ...] = field(repr=False)
     checksum: str = field(default="", repr=False)
     tag: str = ""
-    layout: str = "pgsteady"
+    tool: str = "pgsteady"
     order: tuple[int, ...] = ()
     #: Why pgsteady cannot run it (a goose Go migration): migrate stops before it.
     elsewhere: str | None = None
+    #: No version; runs again when its checksum changes, after the versioned ones (R__).
+    repeatable: bool = False
 
     def __post_init__(self) -> None:
         if not self.checksum:
@@ -91,7 +91,7 @@ class Migration:
 
     @property
     def label(self) -> str:
-        return registry.get(self.layout).label(self.path, self.tag)
+        return registry.get(self.tool).label(self.path, self.tag)
 
     def where(self, statement: StatementInfo) -> str:
         return f"{self.path}:{statement.line}"
@@ -100,23 +100,23 @@ class Migration:
         """Whether ``text`` (``--accept``, ``--baseline``, a history row) is this migration's
         version as its tool reads it: its tag or number; for Flyway, any text Flyway compares
         as equal (``001``, ``1.0`` and ``1`` are one version)."""
-        return registry.get(self.layout).has_version(text, self.tag, self.version, self.order)
+        return registry.get(self.tool).has_version(text, self.tag, self.version, self.order)
 
 
 _SKIPS_NAMED = 10  # a wrong --dir names a few strays, not every file in it
 
 
-def scan_dir(directory: str | Path, layout: str = "auto") -> registry.Scan:
-    """The folder's files as ``layout`` (``auto``: detected), skipped entries logged."""
+def scan_dir(directory: str | Path, tool: str = "auto") -> registry.Scan:
+    """The folder's files as ``tool``'s (``auto``: detected), skipped entries logged."""
     try:
         listing = registry.Listing.of(directory)  # listed and read once for both
-        name = registry.detect(directory, listing) if layout == "auto" else layout
+        name = registry.detect(directory, listing) if tool == "auto" else tool
         found = registry.scan(directory, name, listing)
     except registry.LayoutError as exc:
-        raise BadMigration(str(exc) + _fits_hint(directory, layout)) from None
+        raise BadMigration(str(exc) + _fits_hint(directory, tool)) from None
     said = [skipped for skipped in found.skipped if skipped.said]
-    if layout != "auto" and said and not found.files:
-        raise BadMigration(_no_file_of(directory, layout, said))
+    if tool != "auto" and said and not found.files:
+        raise BadMigration(_no_file_of(directory, tool, said))
     for skipped in found.skipped:
         if not skipped.said:
             log.debug("skipped %s: %s", skipped.path, skipped.reason)
@@ -128,80 +128,64 @@ def scan_dir(directory: str | Path, layout: str = "auto") -> registry.Scan:
     return found
 
 
-def _fits(directory: str | Path, layout: str) -> str | None:
-    """The layout the folder reads as, when detection names one other than ``layout``."""
+def _fits(directory: str | Path, tool: str) -> str | None:
+    """The tool the folder reads as, when detection names one other than ``tool``."""
     try:
         fits = registry.detect(directory)
     except (registry.LayoutError, OSError):
         return None
-    return fits if fits not in ("pgsteady", layout) else None
+    return fits if fits not in (registry.DEFAULT, tool) else None
 
 
-def _fits_hint(directory: str | Path, layout: str) -> str:
+def _fits_hint(directory: str | Path, tool: str) -> str:
     """`` (the folder reads as flyway: ...)`` after a --tool's refusal of a file."""
-    fits = _fits(directory, layout) if layout != "auto" else None
+    fits = _fits(directory, tool) if tool != "auto" else None
     return (f" (the folder reads as {fits}: pass --tool {fits} or leave --tool out)"
             if fits else "")
 
 
-def _no_file_of(directory: str | Path, layout: str, said: list[registry.Skipped]) -> str:
+def _no_file_of(directory: str | Path, tool: str, said: list[registry.Skipped]) -> str:
     """One line for a --tool that fits none of the folder's files, naming the one that
     does when detection finds it."""
-    fits = _fits(directory, layout)
+    fits = _fits(directory, tool)
     first = said[0]
     hint = (f"the folder reads as {fits}: pass --tool {fits} or leave --tool out"
             if fits else "is --dir the migrations folder, and --tool its tool?")
-    return (f"{directory}: no file is a {layout} migration ({len(said)} skipped; "
+    return (f"{directory}: no file is a {tool} migration ({len(said)} skipped; "
             f"{first.path.name}: {first.reason}); {hint}")
 
 
-def load_dir(directory: str | Path, layout: str = "auto") -> list[Migration]:
+def load_dir(directory: str | Path, tool: str = "auto") -> list[Migration]:
     """Every migration in ``directory``, in version order; BadMigration on the first problem.
 
-    ``layout`` is one of :data:`~pgsteady.tools.registry.NAMES`, or ``auto``.
+    ``tool`` is one of :data:`~pgsteady.tools.registry.NAMES`, or ``auto``.
     """
-    return [load(file) for file in scan_dir(directory, layout).files]
-
-
-def load_file(path: Path, version: int, name: str) -> Migration:
-    """One pgsteady-layout file."""
-    try:
-        text = registry.read(path)
-    except registry.LayoutError as exc:
-        raise BadMigration(str(exc)) from None
-    return load(registry.MigrationFile("pgsteady", version, str(version), (version,), name, path,
-                                      registry.UpPart(text), True, text))
+    return [load(file) for file in scan_dir(directory, tool).files]
 
 
 def load(file: registry.MigrationFile) -> Migration:
-    """Parse and check one file of any layout; its statements keep file lines."""
+    """Parse and check one file of any tool; its statements keep file lines."""
     path, text = file.path, file.text
+    tool = registry.get(file.tool)
     if file.elsewhere is not None:
         return Migration(file.version, file.name, path, "", True, (), "-", file.tag,
-                         file.layout, file.order, file.elsewhere)
+                         file.tool, file.order, file.elsewhere)
     statements = parts_of(path, file.up)
-    if file.layout == "pgsteady":
-        transactional = NO_TRANSACTION not in _directives(path, text)
-    else:
-        if file.transactional is not False:  # the tool's transaction swallows the file's own
-            statements = _unwrap(statements)
-        if file.transactional is not None:
-            transactional = file.transactional
-        elif file.layout == "flyway":
-            transactional = _flyway_transactional(statements)
-        else:
-            transactional = not (len(statements) == 1 and statements[0].info is not None
-                                 and not statements[0].info.transactional)
+    if tool.unwraps and file.transactional is not False:
+        statements = _unwrap(statements)  # the tool's transaction swallows the file's own
+    # a mix Flyway refuses by default runs as with mixed=true: statement by statement
+    transactional = tool.in_transaction(file.transactional, [
+        part.info is not None and not part.info.transactional for part in statements]) is True
     if not statements:
-        if file.layout == "pgsteady":
+        if not tool.allows_empty:
             raise BadMigration(f"{path}:{file.up.first_line}: contains no SQL statement; add "
                                f"one or delete the file")
         transactional = True  # other tools record an empty migration: so does pgsteady
-    _check_statements(path, statements, transactional, file.layout)
-    checksum = (registry.get(file.layout).checksum(text)
-                or hashlib.sha256(text.encode()).hexdigest())
+    _check_statements(path, statements, transactional, file.tool)
+    checksum = tool.checksum(text, path) or hashlib.sha256(text.encode()).hexdigest()
     return Migration(file.version, file.name, path, file.up.text, transactional,
-                     tuple(statements), checksum, file.tag, file.layout, file.order)
+                     tuple(statements), checksum, file.tag, file.tool, file.order,
+                     repeatable=file.repeatable)
 
 
 def statements_of(path: Path, up: registry.UpPart) -> list[StatementInfo]:
@@ -305,15 +289,6 @@ def _kind(part: Part) -> str | None:
     return part.info.kind if part.info is not None else None
 
 
-def _flyway_transactional(statements: list[Part]) -> bool:
-    """As Flyway decides for a script without ``executeInTransaction``: in a transaction when
-    every statement can run in one, else without one, statement by statement. A script that
-    mixes the two runs so too, as Flyway runs it with ``mixed=true``; with its default it
-    refuses such a script, which lint reports (``concurrently-in-transaction``). Refusing it
-    here would also refuse --status and preflight of a folder that applied it long ago."""
-    return all(part.info is None or part.info.transactional for part in statements)
-
-
 def _unwrap(statements: list[Part]) -> list[Part]:
     """Other tools' files often hold their own ``BEGIN; ... COMMIT;``, around the whole file
     or part of it. Under the tool's transaction the BEGIN does nothing and the COMMIT only
@@ -330,35 +305,8 @@ def _unwrap(statements: list[Part]) -> list[Part]:
     return statements
 
 
-def _directives(path: Path, text: str) -> set[str]:
-    """Directives from the header; an unknown or misplaced one is an error."""
-    found: set[str] = set()
-    if sqlx.no_transaction(text):
-        found.add(NO_TRANSACTION)
-    in_header = True
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if in_header and stripped and not stripped.startswith("--"):
-            in_header = False
-        match = DIRECTIVE.match(line)
-        if match is None:
-            continue
-        value = match["value"].lower().split("--", 1)[0].strip()  # "-- why" is a comment
-        if value.split(maxsplit=1)[0:1] in (["ignore"], ["ignore-file"]):
-            continue  # the linter's suppressions: `-- pgsteady: ignore <rule> -- <reason>`
-        if value not in DIRECTIVES:
-            known = ", ".join(sorted(DIRECTIVES))
-            raise BadMigration(f"{path}:{number}: unknown directive {match['value']!r}; "
-                               f"known: {known}")
-        if not in_header:
-            raise BadMigration(f"{path}:{number}: directive {value!r} must be in the header, "
-                               f"before the first statement; move it to the top")
-        found.add(value)
-    return found
-
-
 def _check_statements(path: Path, parts: Iterable[Part],
-                      transactional: bool, layout: str = "pgsteady") -> None:
+                      transactional: bool, tool: str = "pgsteady") -> None:
     parts = list(parts)
     # Plain statements (no analysis yet) run in a transaction and never control it.
     statements = [part.info for part in parts if part.info is not None]
@@ -367,33 +315,29 @@ def _check_statements(path: Path, parts: Iterable[Part],
             raise BadMigration(
                 f"{path}:{statement.line}: {statement.kind.split()[-1]} is not allowed; "
                 f"pgsteady runs each migration in its own transaction, remove it")
-        if transactional and not statement.transactional and layout != "pgsteady":
-            raise BadMigration(
-                f"{path}:{statement.line}: {statement.kind} cannot run inside a transaction; "
-                f"{_alone_hint(layout)}")
         if transactional and not statement.transactional:
             raise BadMigration(
                 f"{path}:{statement.line}: {statement.kind} cannot run inside a transaction; "
-                f"put it alone in a file whose first line is '-- pgsteady: {NO_TRANSACTION}'")
+                f"{_alone_hint(tool)}")
         if statement.kind == "CREATE INDEX CONCURRENTLY" and not statement.node.idxname:
             raise BadMigration(
                 f"{path}:{statement.line}: CREATE INDEX CONCURRENTLY needs an index name, so "
                 f"an invalid index left by a failed try can be found and dropped; name it")
-    if not transactional and len(parts) != 1 and not registry.get(layout).stepwise:
+    if not transactional and len(parts) != 1 and not registry.get(tool).stepwise:
         raise BadMigration(
             f"{path}:{parts[1].line if len(parts) > 1 else 1}: a "
             f"'{NO_TRANSACTION}' migration must hold exactly one statement, so a failure cannot "
             f"leave part of it applied; split it into one file per statement")
 
 
-def tool_name(layout: str) -> str:
-    """The layout's tool as people write it (Prisma, Flyway, goose)."""
-    return registry.get(layout).display if layout in registry.NAMES else layout
+def tool_name(tool: str) -> str:
+    """The tool as people write it (Prisma, Flyway, goose)."""
+    return registry.get(tool).display if tool in registry.NAMES else tool
 
 
-def _alone_hint(layout: str) -> str:
-    hint = registry.get(layout).alone_hint if layout in registry.NAMES else None
+def _alone_hint(tool: str) -> str:
+    hint = registry.get(tool).alone_hint if tool in registry.NAMES else None
     if hint is not None:
         return hint
-    return f"{tool_name(layout)} runs it outside a transaction only when it " \
+    return f"{tool_name(tool)} runs it outside a transaction only when it " \
            f"is alone in its file; move it to a migration of its own"

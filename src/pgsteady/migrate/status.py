@@ -74,7 +74,7 @@ def partly_applied_note(migration: Migration) -> str:
     steps = len(migration.parts)
     if migration.transactional or steps < 2:
         return ""
-    tool = source.tool_name(migration.layout)
+    tool = source.tool_name(migration.tool)
     return (f"its {steps} statements run one by one outside a transaction: if a run failed "
             f"part-way, the statements before the failed one are applied though the history "
             f"cannot show it, and {tool} reruns the whole file")
@@ -86,11 +86,12 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
     entries: list[Entry] = []
     folder = {m.tag: m for m in migrations}
     newest = max((m.order for m in migrations if m.tag in applied
-                  and applied[m.tag].finished), default=None)
+                  and applied[m.tag].finished and not m.repeatable), default=None)
     for migration in migrations:
         row = applied.get(migration.tag)
         if row is None:
-            late = newest is not None and migration.order < newest
+            late = newest is not None and migration.order < newest and \
+                not migration.repeatable
             if late and not allow_out_of_order:
                 entries.append(Entry(migration.tag, OUT_OF_ORDER, migration, None,
                                      "older than the newest applied version"))
@@ -102,7 +103,7 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
             entries.append(Entry(migration.tag, state, migration, row,
                                  "started, never finished; it ran outside a transaction"))
         elif row.name is not None and row.name != migration.name and \
-                registry.get(migration.layout).keeps_names:
+                registry.get(migration.tool).keeps_names:
             entries.append(Entry(migration.tag, CHANGED, migration, row,
                                  f"applied as {row.name!r}, the file now says "
                                  f"{migration.name!r}"))
@@ -113,7 +114,9 @@ def compare(migrations: Sequence[Migration], applied: dict[str, Row], *,
         else:
             entries.append(Entry(migration.tag, APPLIED, migration, row))
     for tag, row in applied.items():
-        if tag not in folder:
+        if tag not in folder and row.elsewhere is not None:  # applied from code, not a file
+            entries.append(Entry(tag, APPLIED, None, row, row.elsewhere))
+        elif tag not in folder:
             entries.append(Entry(tag, MISSING, None, row,
                                  f"applied{f' as {row.name!r}' if row.name else ''}, "
                                  f"no file in the folder"))

@@ -76,17 +76,18 @@ class MigrationFile(Record):
     as the statements allow (a lone statement may not); ``text``: the whole file, for its
     checksum; ``elsewhere``: why pgsteady cannot run it, when its tool runs it from code
     (goose's Go migrations): it keeps its place in the order and the history, and migrate
-    stops before it.
+    stops before it; ``repeatable``: it has no version and runs again whenever its
+    checksum changes, after the versioned ones (Flyway's ``R__`` scripts).
     """
 
-    __slots__ = ("elsewhere", "layout", "name", "order", "path", "tag", "text",
+    __slots__ = ("elsewhere", "name", "order", "path", "repeatable", "tag", "text", "tool",
                  "transactional", "up", "version")
     _UNSHOWN = ("text",)
 
-    def __init__(self, layout: str, version: int, tag: str, order: tuple[int, ...],  # noqa: PLR0917
+    def __init__(self, tool: str, version: int, tag: str, order: tuple[int, ...],  # noqa: PLR0917
                  name: str, path: Path, up: UpPart, transactional: bool | None, text: str,
-                 elsewhere: str | None = None) -> None:
-        self.layout: Final = layout
+                 elsewhere: str | None = None, repeatable: bool = False) -> None:
+        self.tool: Final = tool
         self.version: Final = version
         self.tag: Final = tag
         self.order: Final = order
@@ -96,6 +97,7 @@ class MigrationFile(Record):
         self.transactional: Final = transactional
         self.text: Final = text
         self.elsewhere: Final = elsewhere
+        self.repeatable: Final = repeatable
 
 
 class Skipped(Record):
@@ -111,14 +113,14 @@ class Skipped(Record):
 
 
 class Scan(Record):
-    """A folder read as one layout."""
+    """A folder read as one tool's."""
 
-    __slots__ = ("files", "layout", "skipped")
+    __slots__ = ("files", "skipped", "tool")
     __hash__ = None  # type: ignore[assignment]  # its lists may change
 
-    def __init__(self, layout: str, files: list[MigrationFile], skipped: list[Skipped],
+    def __init__(self, tool: str, files: list[MigrationFile], skipped: list[Skipped],
                  ) -> None:
-        self.layout = layout
+        self.tool = tool
         self.files = files
         self.skipped = skipped
 
@@ -127,18 +129,21 @@ class Row(Record):
     """An applied (or started) migration as the history table has it, keyed by ``tag``.
 
     ``stored``: the version as the table holds it, where that differs from ``tag`` (Flyway's
-    ``1.0`` is the file ``V1__``'s row): what a change to the row must look for.
+    ``1.0`` is the file ``V1__``'s row): what a change to the row must look for;
+    ``elsewhere``: why no file in the folder is expected for it (Flyway's Java migrations).
     """
 
-    __slots__ = ("checksum", "finished", "name", "stored", "tag")
+    __slots__ = ("checksum", "elsewhere", "finished", "name", "stored", "tag")
 
-    def __init__(self, tag: str, name: str | None = None, checksum: str | None = None,
-                 finished: bool = True, stored: str | None = None) -> None:
+    def __init__(self, tag: str, name: str | None = None, checksum: str | None = None,  # noqa: PLR0917
+                 finished: bool = True, stored: str | None = None,
+                 elsewhere: str | None = None) -> None:
         self.tag: Final = tag
         self.name: Final = name
         self.checksum: Final = checksum
         self.finished: Final = finished
         self.stored: Final = stored
+        self.elsewhere: Final = elsewhere
 
 
 def lines_between(text: str, start_line: int, end_line: int | None) -> str:
@@ -294,38 +299,83 @@ class Tool:
     """One migration tool's conventions; each module of :mod:`pgsteady.tools` makes one.
 
     ``name``: as ``--tool`` takes it; ``display``: as people write it (Prisma, Flyway);
-    ``layout``: ``pgsteady migrate`` runs its folders (else lint only judges its files);
+    ``migrates``: ``pgsteady migrate`` runs its folders (else lint only judges its files);
     ``sets_timeouts``: the tool sets lock_timeout and statement_timeout itself (lint);
     ``stepwise``: a no-transaction file runs statement by statement, each committing on its
     own; ``numeric``: its versions are numbers (shown as such); ``keeps_names``: its history
     holds each migration's name (a rename is a change); ``hides_plain``: a folder with one of
-    its files is its, even where other files carry no mark.
+    its files is its, even where other files carry no mark; ``unwraps``: a file's own
+    ``BEGIN; ... COMMIT;`` is dropped under the tool's transaction (pgsteady's files may not
+    hold one); ``allows_empty``: a file without a statement is a migration the tool records.
 
     History: ``history_table`` (the tool's default name; None: it keeps none pgsteady knows),
     ``history_order`` (the column rows are read in), ``history_ddl`` and ``history_seed``
-    (``{}`` is the qualified table), ``history_dml`` (action -> statement).
+    (``{}`` is the qualified table), ``history_dml`` (action -> statement);
+    ``writes_history``: pgsteady writes it (Alembic's it only reads); ``history_added``:
+    (column, action) for columns an older table lacks; ``start_actions``: the statements
+    that mark a migration started before it runs outside a transaction (none: the table
+    cannot say so); ``record_actions``: those recording it applied; ``record_one_row``: the
+    record statement returns exactly one row (so it can read the try's clock as well).
     """
 
     name: ClassVar[str] = ""
     display: ClassVar[str] = ""
-    layout: ClassVar[bool] = True
+    migrates: ClassVar[bool] = True
     sets_timeouts: ClassVar[bool] = False
     stepwise: ClassVar[bool] = False
     numeric: ClassVar[bool] = False
     keeps_names: ClassVar[bool] = False
     hides_plain: ClassVar[bool] = False
+    unwraps: ClassVar[bool] = True
+    allows_empty: ClassVar[bool] = True
+    #: The SQL to judge comes from the project, not from files (Django writes it).
+    sql_from_project: ClassVar[bool] = False
     #: How to run a statement that cannot run in a transaction (None: the generic advice).
     alone_hint: ClassVar[str | None] = None
+    #: What the summary adds when detection picked the tool from names others share.
+    guess_note: ClassVar[str] = ""
+    #: A line that starts a file's rollback part (a regular expression; None: none).
+    down_mark: ClassVar[str | None] = None
     history_table: ClassVar[str | None] = None
     history_order: ClassVar[str] = ""
     history_ddl: ClassVar[LiteralString] = ""
     history_seed: ClassVar[LiteralString | None] = None
     history_dml: ClassVar[dict[str, LiteralString]] = {}
+    writes_history: ClassVar[bool] = True
+    history_added: ClassVar[tuple[tuple[str, str], ...]] = ()
+    start_actions: ClassVar[tuple[str, ...]] = ()
+    record_actions: ClassVar[tuple[str, ...]] = ("record",)
+    record_one_row: ClassVar[bool] = False
+    #: The columns that tell the tool's history table from another tool's of the same name.
+    history_columns: ClassVar[frozenset[str]] = frozenset()
+    #: Detections this tool refines when :meth:`claims_folder` says so (sqlx's files are
+    #: named as pgsteady's or golang-migrate's; its crate tells it apart).
+    refines: ClassVar[tuple[str, ...]] = ()
+    #: Statements the tool itself keeps out of a transaction, for lint (Flyway's parser):
+    #: words that may start one (a quick test), and the parse-tree kinds to look at.
+    outside_words: ClassVar[re.Pattern[str] | None] = None
+    outside_nodes: ClassVar[frozenset[str]] = frozenset()
+
+    def keeps_out(self, kind: str, node: dict[str, object]) -> bool:
+        """Whether the tool runs this statement (parse-tree ``kind`` and ``node``) outside a
+        transaction by itself (see :attr:`outside_words`)."""
+        return False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         """The Up part of one file and whether it runs in a transaction (None: as its
         statements allow)."""
         return UpPart(text), None
+
+    def in_transaction(self, declared: bool | None, outside: Sequence[bool]) -> bool | None:
+        """Whether a file runs in a transaction, from what it declares (None: nothing) and,
+        for each of its statements as the caller parsed them, whether it cannot run in one.
+        None: the tool refuses such a file by default (Flyway's mix of both kinds).
+
+        The default is a file sent as one multi-statement query, which PostgreSQL runs as
+        one implicit transaction: only a lone statement runs outside one."""
+        if declared is not None:
+            return declared
+        return not (len(outside) == 1 and outside[0])
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """The keys (one-bigint form) of the advisory locks the tool takes while it migrates
@@ -336,6 +386,27 @@ class Tool:
     def scan(self, listing: Listing) -> Scan:
         """Every migration of the folder, in the tool's order, and what was skipped."""
         raise LayoutError(f"{listing.folder}: pgsteady does not run {self.display}'s folders")
+
+    def lint_files(self, listing: Listing, down: Callable[[Path], None],
+                   other: Callable[[Path, str], None]) -> list[Path] | None:
+        """The files of a folder lint judges, in the tool's order; None: every ``.sql`` file,
+        sorted (lint's plain walk). Down scripts go to ``down``, the ``.sql`` files the tool
+        does not run to ``other`` with the reason."""
+        if not self.migrates:
+            return None
+        scan = self.scan(listing)
+        for item in scan.skipped:
+            if item.said and item.path.suffix == ".sql" and item.path.is_file():
+                other(item.path, item.reason)
+        for found in scan.files:
+            if found.elsewhere is not None:
+                other(found.path, "")
+        return [f.path for f in scan.files if f.elsewhere is None]
+
+    def claims_folder(self, listing: Listing, head: Callable[[Path], str]) -> bool:
+        """Whether the folder as a whole (``head``: a file's first 64 KiB) is this tool's,
+        where another tool's detection (:attr:`refines`) would have it."""
+        return False
 
     def claims_dir(self, entry: Entry) -> bool:
         """Whether a subfolder marks the folder as this tool's (detection)."""
@@ -359,9 +430,18 @@ class Tool:
         """What two versions compare equal by (``--accept`` of a row without a file)."""
         return None
 
-    def checksum(self, text: str) -> str | None:
-        """The checksum the tool keeps of a file; None: sha-256 of its text (pgsteady's)."""
+    def checksum(self, text: str, path: Path) -> str | None:
+        """The checksum the tool keeps of a file (``text``, read from ``path``); None:
+        sha-256 of its text (pgsteady's)."""
         return None
+
+    def row_id(self) -> str | None:
+        """A new history row's id, where the tool gives each row one (Prisma)."""
+        return None
+
+    def baseline_row(self, params: dict[str, Any]) -> None:
+        """Adjust a history row's values for a migration recorded without running
+        (``--baseline``, ``--accept``), as the tool itself would write it."""
 
     def read_history(self, rows: Sequence[dict[str, Any]],
                      migrations: Sequence[Versioned]) -> dict[str, Row]:
@@ -372,16 +452,41 @@ class Tool:
 
 
 class FlatTool(Tool):
-    """A tool whose folder holds one file per migration."""
+    """A tool whose folder holds one file per migration: ``file_pattern`` (groups
+    ``version`` and ``name``; ``file_hint`` says it in words) names them; files matching
+    ``quiet_pattern`` (the down half of a pair) are passed over without a word."""
 
     #: Versions equal to the tool though written differently (Flyway's 1 and 1.0).
     same_version_note: ClassVar[str] = ""
+    file_pattern: ClassVar[re.Pattern[str]]
+    file_hint: ClassVar[str] = "<version>_<name>.sql"
+    quiet_pattern: ClassVar[re.Pattern[str] | None] = None
 
     def file(self, path: Path, skipped: list[Skipped],
              heads: dict[Path, bytes]) -> MigrationFile | None:
         """One folder file as a migration; None (and, when worth saying, a :class:`Skipped`)
         when it is not one."""
-        raise NotImplementedError
+        if not sql_file(path, skipped):
+            return None
+        if self.quiet_pattern is not None and self.quiet_pattern.match(path.name):
+            return None  # the down half of a pair: not applied, not worth a warning
+        match = named(path, self.file_pattern, self.file_hint, skipped)
+        if match is None:
+            return None
+        text = read(path, heads)
+        version = check_version(path, match["version"])
+        up, transactional = self.up_part(path, text)
+        return MigrationFile(self.name, version, self.tag_of(match["version"], version),
+                             (version,), self.name_of(match["name"]), path, up, transactional,
+                             text)
+
+    def name_of(self, raw: str) -> str:
+        """The migration's name as the history keeps it, from the file name's part."""
+        return raw
+
+    def tag_of(self, digits: str, version: int) -> str:
+        """The version as the history writes it (dbmate: as the file name does)."""
+        return str(version)
 
     def key(self, found: MigrationFile) -> str:
         """What two files of one version share."""

@@ -17,9 +17,11 @@ class Alembic(Tool):
 
     name = "alembic"
     display = "Alembic"
-    layout = False
+    migrates = False
+    writes_history = False
     history_table = "alembic_version"
     history_order = "version_num"
+    history_columns = frozenset({"version_num"})
 
 
 class AlembicSql(Tool):
@@ -27,7 +29,7 @@ class AlembicSql(Tool):
 
     name = "alembic-sql"
     display = "alembic upgrade --sql"
-    layout = False
+    migrates = False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), False

@@ -8,18 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgsteady.tools._base import (
-    FlatTool,
-    LayoutError,
-    MigrationFile,
-    Skipped,
-    UpPart,
-    check_version,
-    lines_between,
-    named,
-    read,
-    sql_file,
-)
+from pgsteady.tools._base import FlatTool, LayoutError, UpPart, lines_between
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
@@ -72,8 +61,11 @@ class Dbmate(FlatTool):
     alone_hint = "put it in its own file whose up line says '-- migrate:up transaction:false'"
     history_table = "schema_migrations"
     history_order = "version"
+    history_columns = frozenset({"version"})
     history_ddl = "CREATE TABLE IF NOT EXISTS {} (version varchar(128) PRIMARY KEY)"
     history_dml = _HISTORY_DML
+    file_pattern = _NAMED
+    down_mark = r"--\s*migrate:down"
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """dbmate takes no lock of its own (two dbmate runs can overlap): nothing to add to
@@ -83,18 +75,8 @@ class Dbmate(FlatTool):
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return dbmate_up(path, text)
 
-    def file(self, path: Path, skipped: list[Skipped],
-             heads: dict[Path, bytes]) -> MigrationFile | None:
-        if not sql_file(path, skipped):
-            return None
-        match = named(path, _NAMED, "<version>_<name>.sql", skipped)
-        if match is None:
-            return None
-        text = read(path, heads)
-        version = check_version(path, match["version"])
-        up, transactional = dbmate_up(path, text)
-        return MigrationFile(self.name, version, match["version"], (version,), match["name"],
-                             path, up, transactional, text)
+    def tag_of(self, digits: str, version: int) -> str:
+        return digits  # dbmate keeps the version as the file writes it (leading zeros too)
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return entry.is_file and _NAMED.match(entry.name) is not None and re.search(

@@ -62,6 +62,7 @@ class Diesel(FolderTool):
                   "own")
     history_table = "__diesel_schema_migrations"
     history_order = "version"
+    history_columns = frozenset({"version", "run_on"})
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (version varchar(50) PRIMARY KEY NOT NULL, "
                    "run_on timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP)")
     history_dml = _HISTORY_DML

@@ -15,7 +15,8 @@ from pgsteady.tools._base import Tool, UpPart
 class Django(Tool):
     name = "django"
     display = "Django"
-    layout = False
+    migrates = False
+    sql_from_project = True
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), True  # one transaction per migration; atomic = False is per file

@@ -4,9 +4,12 @@ transaction unless its statements cannot run in one (Flyway spots ``CREATE INDEX
 CONCURRENTLY``, ``VACUUM`` and the like itself and then runs the script without one; it refuses
 a script mixing them with other statements); ``executeInTransaction=true|false`` in a
 ``<file>.conf`` next to it or in a ``-- flyway:executeInTransaction=...`` header decides
-instead. Repeatable (``R__``), undo (``U``) and baseline (``B``) scripts are reported as
-skipped. History in ``flyway_schema_history``, with Flyway's CRC32 checksum; ``flyway
-repair``'s DELETE rows, BASELINE rows and repeatable rows are read as Flyway reads them."""
+instead. Repeatable ``R__<description>.sql`` scripts run after the versioned ones, again
+whenever their checksum changes (rows with no version); undo (``U``) and baseline (``B``)
+scripts are reported as skipped. History in ``flyway_schema_history``, with Flyway's CRC32
+checksum; ``flyway repair``'s DELETE rows, BASELINE rows, repeatable rows and Java
+migrations' rows (``JDBC``, ``SPRING_JDBC``: applied, no SQL file) are read as Flyway reads
+them."""
 
 from __future__ import annotations
 
@@ -37,7 +40,12 @@ if TYPE_CHECKING:
     from pgsteady.tools._base import Entry, Versioned
 
 NAME = re.compile(r"^V(?P<version>[0-9]+(?:[._][0-9]+)*)__(?P<name>.+)\.sql$")
-_OTHER = re.compile(r"^(?:R|U\d|B\d).*__.*\.sql$")
+REPEATABLE = re.compile(r"^R__(?P<name>.+)\.sql$")
+_OTHER = re.compile(r"^(?:U\d|B\d).*__.*\.sql$")
+# Flyway's row types for a migration it ran from code, not from a SQL script.
+_CODE_TYPES = frozenset({"JDBC", "SPRING_JDBC", "CUSTOM", "SCRIPT"})
+# Repeatables sort after every version (Flyway applies them after the versioned ones).
+_AFTER_VERSIONS = 2**64
 _VERSION_TEXT = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 _HEADER = re.compile(r"^--\s*flyway:executeInTransaction\s*=\s*(?P<value>\w+)\s*$",
                      re.IGNORECASE)
@@ -107,13 +115,44 @@ def flyway_order(text: str) -> tuple[int, ...] | None:
     return tuple(parts)
 
 
+# The statements Flyway's PostgreSQL parser runs outside a transaction (its patterns, on the
+# statement's first words), as parse-tree kinds; the words make a quick test first.
+OUTSIDE_WORDS = re.compile(
+    r"\b(concurrently|database|tablespace|subscription|system|vacuum|discard|reindex)\b",
+    re.IGNORECASE)
+OUTSIDE_NODES = frozenset({"CreatedbStmt", "DropdbStmt", "CreateTableSpaceStmt",
+                           "DropTableSpaceStmt", "CreateSubscriptionStmt",
+                           "DropSubscriptionStmt", "AlterSystemStmt", "IndexStmt", "DropStmt",
+                           "ReindexStmt", "VacuumStmt", "DiscardStmt"})
+_REINDEX_MANY = frozenset({"REINDEX_OBJECT_SCHEMA", "REINDEX_OBJECT_SYSTEM",
+                           "REINDEX_OBJECT_DATABASE"})
+
+
+def keeps_out(kind: str, node: dict[str, object]) -> bool:
+    """Whether Flyway's parser runs a statement (its parse-tree ``kind`` and ``node``)
+    outside a transaction: ``CREATE [UNIQUE] INDEX CONCURRENTLY``, ``DROP INDEX
+    CONCURRENTLY``, ``CREATE/DROP DATABASE|TABLESPACE|SUBSCRIPTION``, ``ALTER SYSTEM``,
+    ``REINDEX SCHEMA|DATABASE|SYSTEM``, ``VACUUM`` or ``DISCARD ALL``."""
+    if kind in ("IndexStmt", "DropStmt"):
+        return bool(node.get("concurrent")) and (
+            kind == "IndexStmt" or node.get("removeType") == "OBJECT_INDEX")
+    if kind == "ReindexStmt":
+        return node.get("kind") in _REINDEX_MANY
+    if kind == "VacuumStmt":
+        return bool(node.get("is_vacuumcmd"))
+    if kind == "DiscardStmt":
+        return node.get("target") == "DISCARD_ALL"
+    return kind in OUTSIDE_NODES
+
+
 # The history statements (action -> statement; {} is the qualified table name, values are
 # parameters).
 _HISTORY_DML: dict[str, LiteralString] = {
     "record": """
 INSERT INTO {} (installed_rank, version, description, type, script, checksum, installed_by,
             execution_time, success)
-SELECT coalesce(max(installed_rank), 0) + 1, %(tag)s, %(name)s, %(type)s, %(script)s,
+SELECT coalesce(max(installed_rank), 0) + 1,
+   CASE WHEN %(repeatable)s THEN NULL ELSE %(tag)s END, %(name)s, %(type)s, %(script)s,
    %(checksum)s, current_user, %(duration_ms)s + """ + THIS_TRY_MS + """, true
 FROM {}""",
     "forget": "DELETE FROM {} WHERE version = %(tag)s",
@@ -133,6 +172,9 @@ class Flyway(FlatTool):
     alone_hint = "put it in its own script with executeInTransaction=false in <script>.conf"
     history_table = "flyway_schema_history"
     history_order = "installed_rank"
+    history_columns = frozenset({"installed_rank", "version", "description", "type", "script",
+                                 "checksum", "installed_by", "installed_on", "execution_time",
+                                 "success"})
     history_ddl = """
 CREATE TABLE IF NOT EXISTS {} (
     installed_rank integer NOT NULL PRIMARY KEY,
@@ -147,9 +189,28 @@ CREATE TABLE IF NOT EXISTS {} (
     success boolean NOT NULL
 )"""
     history_dml = _HISTORY_DML
+    outside_words = OUTSIDE_WORDS
+    outside_nodes = OUTSIDE_NODES
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), flyway_transactional(path, text)
+
+    def in_transaction(self, declared: bool | None, outside: Sequence[bool]) -> bool | None:
+        """As Flyway decides for a script without ``executeInTransaction``: in a
+        transaction when every statement can run in one, else without one; None for a
+        script mixing the two, which Flyway refuses unless ``mixed=true`` (then it runs it
+        statement by statement, without one)."""
+        if declared is not None:
+            return declared
+        if not any(outside):
+            return True
+        return False if all(outside) else None
+
+    def keeps_out(self, kind: str, node: dict[str, object]) -> bool:
+        return keeps_out(kind, node)
+
+    def baseline_row(self, params: dict[str, Any]) -> None:
+        params["duration_ms"] = 0
 
     def file(self, path: Path, skipped: list[Skipped],
              heads: dict[Path, bytes]) -> MigrationFile | None:
@@ -159,9 +220,19 @@ CREATE TABLE IF NOT EXISTS {} (
         if not sql_file(path, skipped):
             return None
         if _OTHER.match(name):
-            skipped.append(Skipped(path, "a Flyway repeatable, undo or baseline script; only "
-                                         "versioned V<version>__<name>.sql scripts are run"))
+            skipped.append(Skipped(path, "a Flyway undo or baseline script; only versioned "
+                                         "V<version>__<name>.sql and repeatable R__ scripts "
+                                         "are run"))
             return None
+        repeatable = REPEATABLE.match(name)
+        if repeatable is not None:
+            text = read(path, heads)
+            label = repeatable["name"].replace("_", " ")
+            # keyed and ordered by description, as Flyway orders repeatables
+            return MigrationFile(self.name, 0, f"R__{label}",
+                                 (_AFTER_VERSIONS, *map(ord, label)), label, path,
+                                 UpPart(text), flyway_transactional(path, text), text,
+                                 repeatable=True)
         match = named(path, NAME, "V<version>__<description>.sql", skipped)
         if match is None:
             return None
@@ -182,7 +253,7 @@ CREATE TABLE IF NOT EXISTS {} (
 
     def key(self, found: MigrationFile) -> str:
         # Flyway's 1, 001 and 1.0 are one version (it refuses such a folder too)
-        return ".".join(map(str, found.order))
+        return found.tag if found.repeatable else ".".join(map(str, found.order))
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return NAME.match(entry.name) is not None
@@ -193,7 +264,7 @@ CREATE TABLE IF NOT EXISTS {} (
     def version_key(self, text: str) -> object:
         return flyway_order(text)
 
-    def checksum(self, text: str) -> str | None:
+    def checksum(self, text: str, path: Path) -> str | None:
         return str(flyway_checksum(text))
 
     def read_history(self, rows: Sequence[dict[str, Any]],
@@ -203,13 +274,24 @@ CREATE TABLE IF NOT EXISTS {} (
         Versions are compared as numbers (``MigrationVersion``): the row ``001`` or ``1.0`` is
         the file ``V1__``'s, and is keyed by that file's tag. A successful ``DELETE`` row (what
         ``flyway repair`` writes for a missing migration) cancels the latest row of its
-        version; a ``BASELINE`` row stands for every file up to its version; repeatable
-        migrations (``R__``, no version) and the schema-creation marker are not versions.
+        version; a ``BASELINE`` row stands for every file up to its version; a Java
+        migration's row (``JDBC``, ``SPRING_JDBC``) is applied though no file has it. A
+        repeatable (``R__``, no version) is applied while its latest row's checksum is its
+        file's: once the file changes, it is pending again (Flyway reruns it). The
+        schema-creation marker is no migration.
         """
         files = {m.order: m for m in migrations}
+        tags = {m.tag: m for m in migrations}
         by_tag: dict[str, Row] = {}
+        repeatables: dict[str, Row] = {}
         for r in rows:
-            if r["version"] is None or r["type"] == "SCHEMA":
+            checksum = None if r["checksum"] is None else str(r["checksum"])
+            if r["type"] == "SCHEMA":
+                continue
+            if r["version"] is None:
+                if r["type"] != "DELETE":
+                    key = f"R__{r['description']}"
+                    repeatables[key] = Row(key, r["description"], checksum, bool(r["success"]))
                 continue
             text = str(r["version"])
             order = flyway_order(text)
@@ -223,9 +305,14 @@ CREATE TABLE IF NOT EXISTS {} (
                     if order is not None and m.order <= order:
                         by_tag[m.tag] = Row(m.tag, m.name, m.checksum)
             else:
-                checksum = None if r["checksum"] is None else str(r["checksum"])
+                code = (f"a {r['type']} migration: Flyway ran its code, which is not a SQL "
+                        f"file in the folder") if r["type"] in _CODE_TYPES else None
                 by_tag[key] = Row(key, r["description"], checksum, bool(r["success"]),
-                                  None if text == key else text)
+                                  None if text == key else text, code)
+        for key, row in repeatables.items():
+            file = tags.get(key)
+            if file is not None and row.checksum == file.checksum:
+                by_tag[key] = row  # else pending: Flyway runs it again (or it is gone)
         return by_tag
 
 

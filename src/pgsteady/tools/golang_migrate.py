@@ -12,26 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgsteady.tools._base import (
-    FlatTool,
-    LockPlace,
-    MigrationFile,
-    Row,
-    Skipped,
-    UpPart,
-    check_version,
-    go_advisory_lock_id,
-    named,
-    read,
-    sql_file,
-)
+from pgsteady.tools._base import FlatTool, LockPlace, Row, go_advisory_lock_id
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any, LiteralString
 
-    from pgsteady.tools._base import Entry, Versioned
+    from pgsteady.tools._base import Entry, Listing, Versioned
 
 UP = re.compile(r"^(?P<version>\d+)_(?P<name>.+)\.up\.sql$")
 DOWN = re.compile(r"^\d+_.+\.down\.sql$")
@@ -42,6 +30,12 @@ _LINT_DOWN = re.compile(r"^\d+_.+\.down(\.nontx)?\.sql$")
 UP_DOWN = re.compile(r"\.(up|down)(\.nontx)?\.sql$")
 OTHER_DIALECT = re.compile(r"\.(mysql|sqlite3?|cockroach)(\.autocommit)?\.(up|down)")
 
+
+# coder runs golang-migrate through its own driver (coderd/database/migrations/
+# txnmigrator.go), which replaces golang-migrate's lock with pg_advisory_xact_lock of this
+# key, held for the whole run (every migration in one transaction). A session lock on the
+# same key conflicts with it, so taking it too keeps coder's servers and pgsteady apart.
+CODER_LOCK = 1037453835920848937
 
 # The history statements (action -> statement; {} is the qualified table name, values are
 # parameters).
@@ -57,32 +51,31 @@ class GolangMigrate(FlatTool):
     numeric = True
     history_table = "schema_migrations"
     history_order = "version"
+    history_columns = frozenset({"version", "dirty"})
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (version bigint NOT NULL PRIMARY KEY, "
                    "dirty boolean NOT NULL)")
     history_dml = _HISTORY_DML
+    # one row, the current version: a start or a record replaces it
+    start_actions = ("clear", "record")
+    record_actions = ("clear", "record")
+    file_pattern = UP
+    guess_note = ("guessed from <version>_<name>.up.sql names, which pop's, sqlx's and other "
+                  "tools' folders share: pass --tool if the folder is theirs")
+    file_hint = "<version>_<name>.up.sql"
+    quiet_pattern = DOWN
 
-    def file(self, path: Path, skipped: list[Skipped],
-             heads: dict[Path, bytes]) -> MigrationFile | None:
-        if not sql_file(path, skipped):
-            return None
-        if DOWN.match(path.name):
-            return None  # the down half of a pair: not applied, not worth a warning
-        match = named(path, UP, "<version>_<name>.up.sql", skipped)
-        if match is None:
-            return None
-        text = read(path, heads)
-        version = check_version(path, match["version"])
-        return MigrationFile(self.name, version, str(version), (version,), match["name"], path,
-                             UpPart(text), None, text)
+    def lint_files(self, listing: Listing, down: Callable[[Path], None],
+                   other: Callable[[Path, str], None]) -> list[Path] | None:
+        return lint_files(listing.entries, down, other)
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """golang-migrate (v4.15+) holds ``pg_advisory_lock`` of a key made from the schema,
         the table and the database name: the CLI names the database by its URL path
         (``/app``), the library (``WithInstance``) by ``current_database()`` (``app``). Both,
-        for each schema the table may be configured in."""
-        return tuple(go_advisory_lock_id(schema, place.table, database)
-                     for schema in place.schemas
-                     for database in (f"/{place.database}", place.database))
+        for each schema the table may be configured in; and coder's (:data:`CODER_LOCK`)."""
+        return (*(go_advisory_lock_id(schema, place.table, database)
+                  for schema in place.schemas
+                  for database in (f"/{place.database}", place.database)), CODER_LOCK)
 
     def claims_file(self, entry: Entry, head: Callable[[], str]) -> bool:
         return UP.match(entry.name) is not None or DOWN.match(entry.name) is not None

@@ -11,7 +11,7 @@ from pgsteady.tools._base import Tool, UpPart
 class Plain(Tool):
     name = "plain"
     display = "psql"
-    layout = False
+    migrates = False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), False

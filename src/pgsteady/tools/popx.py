@@ -1,7 +1,8 @@
-"""popx (ory): ``<version>_<name>[.<dialect>][.autocommit].<up|down>.sql``; a transaction per
-file unless named ``.autocommit.``; files for other databases are skipped, and a version's
-PostgreSQL file replaces its generic one. ``pgsteady lint`` judges such folders; migrate does
-not run them."""
+"""popx (ory) and gobuffalo/pop, whose popx is a fork:
+``<version>_<name>[.<dialect>][.autocommit].<up|down>.sql`` (pop's ``.fizz`` files are its Go
+DSL, not SQL); a transaction per file unless named ``.autocommit.``; files for other databases
+are skipped, and a version's PostgreSQL file replaces its generic one. ``pgsteady lint``
+judges such folders; migrate does not run them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pgsteady.tools._base import Tool, UpPart
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    from pgsteady.tools._base import Listing
 
 # popx's own pattern (match.go: ParseMigrationFilename): no dot in the name; an
 # ``.autocommit`` where the dialect goes means every database. Its PostgreSQL dialect and
@@ -27,13 +30,36 @@ _MARK = re.compile(r"\.(autocommit|postgres|postgresql|pg|pgx|mysql|mariadb|sqli
 class Popx(Tool):
     name = "popx"
     display = "popx"
-    layout = False
+    migrates = False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         # a transaction per file (popx's Runner), none for autocommit ones
         match = NAME.match(path.name)
         return UpPart(text), not (match and (match["autocommit"]
                                              or match["dialect"] == "autocommit"))
+
+    def lint_files(self, listing: Listing, down: Callable[[Path], None],
+                   other: Callable[[Path, str], None]) -> list[Path] | None:
+        return lint_files(listing.folder, down, other)
+
+
+# gobuffalo/pop's own pattern (migrator.go): its files may also be .fizz (pop's DSL, not SQL)
+POP_NAME = re.compile(r"^(\d+)_([^.]+)(\.[a-z0-9]+)?\.(up|down)\.(sql|fizz)$")
+
+
+def pop_marks(folder: Path, names: Sequence[str]) -> str | None:
+    """Why the folder is gobuffalo/pop's (whose runner, as popx's, runs each file in a
+    transaction), or None: its names all fit pop's pattern and it holds ``.fizz``
+    migrations, or a pop ``database.yml`` is beside it or one level up."""
+    if not names or not all(POP_NAME.match(n) for n in names):
+        return None
+    fizz = [n for n in names if n.endswith(".fizz")]
+    if fizz:
+        return f"pop (gobuffalo): .fizz migrations in {folder} ({fizz[0]})"
+    for place in (folder.parent, folder.parent.parent):
+        if (place / "database.yml").is_file():
+            return f"pop (gobuffalo): {place / 'database.yml'} beside the migrations"
+    return None
 
 
 def names_fit(names: Sequence[str]) -> bool:
@@ -49,6 +75,8 @@ def lint_files(folder: Path, down: Callable[[Path], None],
     scripts go to ``down``; the rest it does not run to ``other``, with the reason."""
     found = sorted((p for p in folder.rglob("*.sql") if p.is_file()),
                    key=lambda p: p.relative_to(folder).parts)  # WalkDir's lexical order
+    for path in sorted(folder.rglob("*.fizz")):
+        other(path, "a fizz migration (pop's Go DSL, not SQL)")
     chosen: dict[str, tuple[Path, bool]] = {}  # version -> (file, for PostgreSQL only)
     for path in found:
         match = NAME.match(path.name)

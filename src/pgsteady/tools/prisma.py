@@ -56,10 +56,14 @@ class Prisma(FolderTool):
     name = "prisma"
     display = "Prisma"
     script_name = "migration.sql"
-    folder_pattern = re.compile(r"^(?P<version>\d+)_(?P<name>.+)$")
+    # the name may be empty: `prisma migrate dev --name ""` makes `<timestamp>_`, which
+    # Prisma applies like any other
+    folder_pattern = re.compile(r"^(?P<version>\d+)_(?P<name>.*)$")
     kept = frozenset({"migration_lock.toml"})
     history_table = "_prisma_migrations"
     history_order = "started_at"
+    history_columns = frozenset({"id", "checksum", "finished_at", "migration_name", "started_at",
+                                 "applied_steps_count"})
     history_ddl = """
 CREATE TABLE IF NOT EXISTS {} (
     id varchar(36) PRIMARY KEY NOT NULL,
@@ -72,6 +76,13 @@ CREATE TABLE IF NOT EXISTS {} (
     applied_steps_count integer NOT NULL DEFAULT 0
 )"""
     history_dml = _HISTORY_DML
+    start_actions = ("start",)  # a row without finished_at, as Prisma starts one
+
+    def row_id(self) -> str | None:
+        """A random id, as Prisma gives each row (uuid is imported only for Prisma)."""
+        import uuid  # noqa: PLC0415 - its import costs every migrate start ~2 ms
+
+        return str(uuid.uuid4())
 
     def migration(self, script: Path, match: re.Match[str], text: str,
                   seen: dict[str, Path]) -> MigrationFile:

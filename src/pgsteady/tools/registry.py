@@ -25,8 +25,9 @@ from pgsteady.tools._base import (
     read,
 )
 
-__all__ = ["HISTORIES", "NAMES", "PROFILES", "LayoutError", "Listing", "LockPlace", "MigrationFile",
-           "Row", "Scan", "Skipped", "Tool", "UpPart", "detect", "get", "read", "scan", "up_part"]
+__all__ = ["DEFAULT", "HISTORIES", "NAMES", "PROFILES", "LayoutError", "Listing", "LockPlace",
+           "MigrationFile", "Row", "Scan", "Skipped", "Tool", "UpPart", "detect", "get", "read",
+           "scan", "up_part"]
 
 #: Tool name -> (module of this package, the attribute holding its Tool). Adding a tool: its
 #: module, its line here (in the place it should have in lists and detection).
@@ -40,6 +41,7 @@ MODULES: dict[str, tuple[str, str]] = {
     "diesel": ("diesel", "TOOL"),
     "sql-migrate": ("sql_migrate", "TOOL"),
     "tern": ("tern", "TOOL"),
+    "sqlx": ("sqlx", "TOOL"),
     "popx": ("popx", "TOOL"),
     "sqitch": ("sqitch", "TOOL"),
     "alembic-sql": ("alembic", "SQL_PROFILE"),
@@ -47,9 +49,11 @@ MODULES: dict[str, tuple[str, str]] = {
     "django": ("django", "TOOL"),
     "alembic": ("alembic", "TOOL"),
 }
+#: The tool of a folder that shows no other tool's marks.
+DEFAULT = "pgsteady"
 #: The layouts migrate runs, in the order lists show them.
 NAMES = ("pgsteady", "prisma", "goose", "golang-migrate", "dbmate", "flyway", "diesel",
-         "sql-migrate", "tern")
+         "sql-migrate", "tern", "sqlx")
 #: What lint's ``--tool`` takes: the layouts, then the tools whose files lint only judges.
 PROFILES = (*NAMES, "popx", "sqitch", "alembic-sql", "plain", "django")
 #: Tools whose history table pgsteady reads (and, but for Alembic's, writes).
@@ -72,23 +76,22 @@ def get(name: str) -> Tool:
     return tool
 
 
-def _layout(name: str) -> Tool:
+def _migrating(name: str) -> Tool:
     if name not in NAMES:
         raise LayoutError(f"unknown layout {name!r}; use one of {', '.join(NAMES)}")
     return get(name)
 
 
-def scan(folder: str | Path, layout: str, listing: Listing | None = None) -> Scan:
-    """Every migration of ``layout`` in ``folder``, in the tool's order, and what was skipped.
+def scan(folder: str | Path, tool: str, listing: Listing | None = None) -> Scan:
+    """Every migration of ``tool`` in ``folder``, in the tool's order, and what was skipped.
     ``listing``: the folder as :func:`detect` saw it, so it is not listed or read twice."""
-    tool = _layout(layout)
-    return tool.scan(listing if listing is not None else Listing.of(folder))
+    return _migrating(tool).scan(listing if listing is not None else Listing.of(folder))
 
 
-def up_part(path: Path, text: str, layout: str) -> tuple[UpPart, bool | None]:
-    """The Up part of one file of ``layout`` and whether it runs in a transaction (None: as
+def up_part(path: Path, text: str, tool: str) -> tuple[UpPart, bool | None]:
+    """The Up part of one file of ``tool`` and whether it runs in a transaction (None: as
     its statements allow); for lint, which gets files rather than folders."""
-    return _layout(layout).up_part(path, text)
+    return _migrating(tool).up_part(path, text)
 
 
 def detect(folder: str | Path, listing: Listing | None = None) -> str:
@@ -99,11 +102,12 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
     seen = listing if listing is not None else Listing.of(path)
     tools = [get(name) for name in _DETECT_ORDER]
     found: set[str] = set()
+    heads: dict[Path, _Head] = {}
     for entry in seen.entries:
         if entry.is_dir:
             claim = next((t for t in tools if t.claims_dir(entry)), None)
         else:
-            head = _Head(seen, entry.path)
+            head = heads[entry.path] = _Head(seen, entry.path)
             claim = next((t for t in tools if t.claims_file(entry, head)), None)
         if claim is not None:
             found.add(claim.name)
@@ -118,7 +122,13 @@ def detect(folder: str | Path, listing: Listing | None = None) -> str:
         raise LayoutError(f"{path}: cannot tell the layout: some files look like "
                           f"{next(iter(others))} and some like plain pgsteady files; pass "
                           f"--tool")
-    return next(iter(others)) if others else "pgsteady"
+    chosen = next(iter(others)) if others else DEFAULT
+    for name in NAMES:  # a tool whose files read as another's, told apart by its folder
+        tool = get(name)
+        if chosen in tool.refines and tool.claims_folder(
+                seen, lambda p: heads.setdefault(p, _Head(seen, p))()):
+            return name
+    return chosen
 
 
 class _Head:

@@ -8,14 +8,24 @@ from pathlib import Path
 
 from pgsteady.tools._base import Tool, UpPart
 
+TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pgsteady.tools._base import Listing
+
 
 class Sqitch(Tool):
     name = "sqitch"
     display = "sqitch"
-    layout = False
+    migrates = False
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return UpPart(text), False  # none added: the scripts carry BEGIN/COMMIT
+
+    def lint_files(self, listing: Listing, down: Callable[[Path], None],
+                   other: Callable[[Path, str], None]) -> list[Path] | None:
+        return deploy_files(listing.folder)
 
 
 def plan_in(place: Path) -> bool:

@@ -84,9 +84,11 @@ class SqlMigrate(FlatTool):
     alone_hint = "put it in its own file whose up line says '-- +migrate Up notransaction'"
     history_table = "gorp_migrations"
     history_order = "id"
+    history_columns = frozenset({"id", "applied_at"})
     history_ddl = ("CREATE TABLE IF NOT EXISTS {} (id text NOT NULL PRIMARY KEY, "
                    "applied_at timestamp with time zone)")
     history_dml = _HISTORY_DML
+    down_mark = r"--\s*\+migrate\s+down"
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """sql-migrate takes no lock of its own (two runs can overlap): nothing to add to

@@ -8,19 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pgsteady.tools._base import (
-    FlatTool,
-    LayoutError,
-    LockPlace,
-    MigrationFile,
-    Row,
-    Skipped,
-    UpPart,
-    check_version,
-    named,
-    read,
-    sql_file,
-)
+from pgsteady.tools._base import FlatTool, LayoutError, LockPlace, MigrationFile, Row, UpPart
 from pgsteady.tools.pgsteady import NUMBERED
 
 TYPE_CHECKING = False  # typing is left out of lint's start-up; mypy reads this as True
@@ -58,25 +46,15 @@ class Tern(FlatTool):
     alone_hint = "put it in a file whose first line is '---- tern: disable-tx ----'"
     history_table = "schema_version"
     history_order = "version"
+    history_columns = frozenset({"version"})
     history_ddl = "CREATE TABLE IF NOT EXISTS {} (version int4 NOT NULL PRIMARY KEY)"
     history_seed = "INSERT INTO {} (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {})"
     history_dml = _HISTORY_DML
+    file_pattern = NUMBERED
+    down_mark = r".*---- create above / drop below ----"
 
     def up_part(self, path: Path, text: str) -> tuple[UpPart, bool | None]:
         return tern_up(text)
-
-    def file(self, path: Path, skipped: list[Skipped],
-             heads: dict[Path, bytes]) -> MigrationFile | None:
-        if not sql_file(path, skipped):
-            return None
-        match = named(path, NUMBERED, "<version>_<name>.sql", skipped)
-        if match is None:
-            return None
-        text = read(path, heads)
-        version = check_version(path, match["version"])
-        up, transactional = tern_up(text)
-        return MigrationFile(self.name, version, str(version), (version,), match["name"], path,
-                             up, transactional, text)
 
     def advisory_locks(self, place: LockPlace) -> tuple[int, ...]:
         """tern's ``Migrator`` holds ``pg_advisory_lock(9628173550095224)`` (one key for

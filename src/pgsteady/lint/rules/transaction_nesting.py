@@ -12,8 +12,10 @@ golang-migrate, Diesel without a transaction) open no transaction of their own: 
 runs the query as one *implicit* transaction, and a ``BEGIN`` in it turns that into an
 explicit block, without a warning, keeping what ran before it. ``BEGIN; ... COMMIT;`` is
 then the way to make such a file atomic (Prisma writes it around an enum change itself):
-not reported. A ``COMMIT`` with no ``BEGIN`` still commits what ran before it early, with a
-warning, and one never committed still leaves the session in a transaction.
+not reported, unless statements follow its ``COMMIT``: they run in a new implicit
+transaction, so a failure there leaves the block committed and the file half applied. A
+``COMMIT`` with no ``BEGIN`` still commits what ran before it early, with a warning, and one
+never committed still leaves the session in a transaction.
 https://www.postgresql.org/docs/current/protocol-flow.html#PROTOCOL-FLOW-MULTI-STATEMENT
 """
 
@@ -52,3 +54,7 @@ def check(kind: str, stmt: Node, ctx: Context) -> Iterator[Hit]:
 def finish(ctx: Context) -> Iterator[Hit]:
     if ctx.transaction_depth > 0 and ctx.open_transaction_at is not None:
         yield Hit("BEGIN is never committed", ctx.open_transaction_at)
+    if ctx.implicit_transaction and ctx.after_commit_at is not None:
+        yield Hit("a statement after the block's COMMIT runs in a new implicit transaction: "
+                  "if it fails, the block stays committed (the file is not atomic)",
+                  ctx.after_commit_at)
