@@ -33,3 +33,11 @@ def start_manage(dsn: str, *args: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "manage.py", *args], cwd=EXAMPLE, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_environ(dsn, env))
+
+
+def settings_env(folder: Path, body: str, name: str = "test_settings") -> dict[str, str]:
+    """The env that runs the example with settings ``name``: the example's own, then ``body``
+    (``INSTALLED_APPS``, ``DATABASES`` changed for one test); ``folder`` goes on the path."""
+    (folder / f"{name}.py").write_text(f"from mysite.settings import *  # noqa\n{body}\n")
+    return {"DJANGO_SETTINGS_MODULE": name,
+            "PYTHONPATH": os.pathsep.join([str(EXAMPLE), str(folder)])}

@@ -18,6 +18,10 @@ on what is in between (``OPTIONS["pgsteady"]["pooler"]``):
   role's settings: set those with ``ALTER ROLE ... SET`` as well (docs/django.md).
 
 ``application_name`` is a startup parameter in every mode (PgBouncer passes it on).
+Behind a transaction pooler, server-side cursors (``QuerySet.iterator()``) are turned off
+unless the settings say otherwise: the pooler may hand the cursor's next ``FETCH`` to another
+server connection, where it does not exist. ``pooler = "direct"`` against a pooler fails on
+connecting with PgBouncer's "unsupported startup parameter"; the error says which pooler to set.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ from typing import Any
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS
+from django.db.backends.base.validation import BaseDatabaseValidation
 from django.db.backends.postgresql import base as postgresql
 
 from pgsteady.django import _pgsteady as core
+from pgsteady.django import checks
 from pgsteady.django import options as options_module
 from pgsteady.django.options import KEY, Options
 
@@ -90,13 +96,38 @@ def per_transaction_cursor(base: type[Any], options: Options) -> type[Any]:
     return PerTransactionCursor
 
 
+class Validation(BaseDatabaseValidation):  # type: ignore[misc]  # Django is untyped
+    """The alias's system checks (:mod:`.checks`), those that connect included: Django runs
+    them for ``check --database <alias>`` and before ``migrate``."""
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        return [*super().check(**kwargs), *checks.for_alias(self.connection, databases=True)]
+
+
 class DatabaseWrapper(postgresql.DatabaseWrapper):  # type: ignore[misc]  # Django is untyped
     """Django's PostgreSQL backend with pgsteady's session settings (see the module's doc)."""
+
+    validation_class = Validation
 
     def __init__(self, settings_dict: dict[str, Any], alias: str = DEFAULT_DB_ALIAS) -> None:
         super().__init__(settings_dict, alias)
         self.pgsteady: Options = options_module.parse(
             alias, (settings_dict.get("OPTIONS") or {}).get(KEY))
+        if self.pgsteady.pooler == "transaction":
+            # Django's own advice under transaction pooling; an explicit False is kept (and
+            # reported by the check pgsteady.E002).
+            settings_dict.setdefault("DISABLE_SERVER_SIDE_CURSORS", True)
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        try:
+            return super().get_new_connection(conn_params)
+        except psycopg.OperationalError as exc:
+            if self.pgsteady.pooler != "direct" or not checks.pooler_refused(exc):
+                raise
+            message = " ".join(str(exc).split())
+            raise psycopg.OperationalError(
+                f"{message}; DATABASES[{self.alias!r}] has pooler 'direct' but "
+                f"{checks.REFUSED}: {checks.POOLER_HINT}") from None
 
     def get_connection_params(self) -> dict[str, Any]:
         params: dict[str, Any] = super().get_connection_params()
