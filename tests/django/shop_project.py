@@ -41,3 +41,27 @@ def settings_env(folder: Path, body: str, name: str = "test_settings") -> dict[s
     (folder / f"{name}.py").write_text(f"from mysite.settings import *  # noqa\n{body}\n")
     return {"DJANGO_SETTINGS_MODULE": name,
             "PYTHONPATH": os.pathsep.join([str(EXAMPLE), str(folder)])}
+
+
+BACKFILL = '''from django.db import migrations
+
+
+def fill(apps, schema_editor):
+    apps.get_model("shop", "Product").objects.filter(price_cents=0).update(in_stock=False)
+
+
+class Migration(migrations.Migration):
+    dependencies = [("shop", "0002_product_in_stock")]
+    operations = [migrations.RunPython(fill, migrations.RunPython.noop)]
+'''
+
+
+def backfill_app(folder: Path) -> dict[str, str]:
+    """An app ``backfill`` whose one migration, ``0001_fill``, is a RunPython after shop's
+    0002; the env whose settings install it (beside the example's apps)."""
+    migrations = folder / "backfill" / "migrations"
+    migrations.mkdir(parents=True)
+    (folder / "backfill" / "__init__.py").write_text("")
+    (migrations / "__init__.py").write_text("")
+    (migrations / "0001_fill.py").write_text(BACKFILL)
+    return settings_env(folder, 'INSTALLED_APPS = [*INSTALLED_APPS, "backfill"]')

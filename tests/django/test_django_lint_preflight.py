@@ -125,3 +125,42 @@ def test_preflight_without_a_server_says_it_needs_the_real_one(db):
     assert len(lines) == 1 and lines[0].startswith("CommandError: cannot connect"), lines
     assert "empty database will do" not in lines[0]
     assert "sessions" in lines[0]
+
+
+def test_preflight_accept_unknown_lets_the_job_through_blockers_still_count(
+        db, tmp_path, pgsteady_lock_holder):
+    """A pending RunPython is unknown (exit 1) until named with --accept-unknown: then the
+    Job's `pgsteady_preflight --accept-unknown ... && migrate` migrates; a blocker still
+    fails it, and a name that is no migration is one line, exit 2."""
+    import subprocess
+    import sys
+
+    from shop_project import backfill_app
+
+    env = backfill_app(tmp_path)
+    assert run_manage(db, "migrate", "shop", "0001", "--no-input", **env).returncode == 0
+    result = run_manage(db, "pgsteady_preflight", **env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "unknown:" in result.stdout and "RunPython" in result.stdout
+    accept = ("--accept-unknown", "backfill.0001_fill")
+    holder = pgsteady_lock_holder(db, "shop_product", "ROW EXCLUSIVE",
+                                  application_name="checkout-worker")
+    blocked = run_manage(db, "pgsteady_preflight", *accept, **env)
+    assert blocked.returncode == 1, blocked.stdout + blocked.stderr
+    assert f"blocker: pid {holder.pid} 'checkout-worker'" in blocked.stdout
+    holder.release()
+    wrong = run_manage(db, "pgsteady_preflight", "--accept-unknown", "backfill.0002_nope",
+                       **env)
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip().splitlines() == [
+        "CommandError: --accept-unknown backfill.0002_nope: no such migration "
+        "(app_label.name); pending with unknown locks: backfill.0001_fill"]
+    job = subprocess.run(
+        ["sh", "-c", f"{sys.executable} manage.py pgsteady_preflight --accept-unknown "
+                     f"backfill.0001_fill && {sys.executable} manage.py migrate --no-input"],
+        cwd=EXAMPLE,
+        capture_output=True, text=True, timeout=120, check=False, env=_environ(db, env))
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "accepted:" in job.stdout and "RunPython" in job.stdout
+    assert "1 unknown(s) accepted as reviewed" in job.stdout
+    assert "Applying backfill.0001_fill... OK" in job.stdout
