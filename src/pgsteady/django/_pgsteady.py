@@ -12,6 +12,7 @@ from pgsteady.errors import (
     MigrationBlocked,
     MigrationError,
     PgsteadyError,
+    ServerWentAway,
     UsageError,
 )
 from pgsteady.lint import output as lint_output
@@ -30,6 +31,7 @@ from pgsteady.migrate.apply import (
     describe_pg_error,
     pg_error,
     runner_lock,
+    session_lost,
     statements_of,
     with_lock_retries,
 )
@@ -59,6 +61,7 @@ __all__ = [
     "PgsteadyError",
     "Policy",
     "Report",
+    "ServerWentAway",
     "SessionSettings",
     "SyntaxProblem",
     "Unit",
@@ -79,6 +82,7 @@ __all__ = [
     "runner_lock",
     "scrub",
     "server_timeout",
+    "session_lost",
     "statements_of",
     "with_lock_retries",
 ]
