@@ -164,3 +164,47 @@ def test_preflight_accept_unknown_lets_the_job_through_blockers_still_count(
     assert "accepted:" in job.stdout and "RunPython" in job.stdout
     assert "1 unknown(s) accepted as reviewed" in job.stdout
     assert "Applying backfill.0001_fill... OK" in job.stdout
+
+
+def test_lint_without_a_server_is_exit_3_one_line(db):
+    """manage.py pgsteady_lint with the database unreachable: exit 3 (cannot connect), one
+    line, no traceback (it read the applied migrations before asking for the server)."""
+    result = run_manage("host=127.0.0.1 port=1 dbname=x user=u connect_timeout=5",
+                        "pgsteady_lint")
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("CommandError: cannot connect"), lines
+
+
+def test_bad_pgsteady_option_is_one_line_in_the_commands_and_e004(db):
+    """A wrong OPTIONS['pgsteady'] value: pgsteady_lint and pgsteady_preflight say it in one
+    line (exit 2), check reports pgsteady.E004; no traceback."""
+    for command in ("pgsteady_lint", "pgsteady_preflight"):
+        result = run_manage(db, command, PGSTEADY_POOLER="bouncy")
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == [
+            "CommandError: DATABASES['default']['OPTIONS']['pgsteady']: pooler must be one of "
+            "direct, session, transaction; got 'bouncy'"]
+    for args in (("check",), ("migrate", "--no-input")):
+        result = run_manage(db, *args, PGSTEADY_POOLER="bouncy")
+        assert result.returncode == 1
+        assert "(pgsteady.E004) DATABASES['default']['OPTIONS']['pgsteady']: pooler" in \
+            result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_pgsteady_lint_tool_django_on_a_path_without_migrations_is_exit_2(db):
+    """`pgsteady lint --tool django` on a path holding no migration (a models file, a folder
+    that does not exist) is a usage error, exit 2, one line: not "0 files", exit 0."""
+    import subprocess
+    import sys
+
+    for path in ("shop/models.py", "nowhere/"):
+        result = subprocess.run(
+            [sys.executable, "-m", "pgsteady", "lint", "--tool", "django", "--django-settings",
+             "mysite.settings", "--no-cache", path], cwd=EXAMPLE, capture_output=True,
+            text=True, timeout=120, check=False, env=_environ(db, {}))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.strip().splitlines() == [
+            f"pgsteady: error: {path}: no migration of the project's apps there (name a "
+            f"migration file or a folder holding some)"]

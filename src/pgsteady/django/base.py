@@ -31,6 +31,7 @@ import re
 from typing import Any
 
 import psycopg
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS
 from django.db.backends.base.validation import BaseDatabaseValidation
 from django.db.backends.postgresql import base as postgresql
@@ -111,8 +112,16 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):  # type: ignore[misc]  # Djan
 
     def __init__(self, settings_dict: dict[str, Any], alias: str = DEFAULT_DB_ALIAS) -> None:
         super().__init__(settings_dict, alias)
-        self.pgsteady: Options = options_module.parse(
-            alias, (settings_dict.get("OPTIONS") or {}).get(KEY))
+        # Django makes the backend while it imports models (django.setup()), before any
+        # command could catch an error: a wrong OPTIONS["pgsteady"] is kept, reported by the
+        # check pgsteady.E004 and by the commands in one line, and raised on connecting.
+        self.pgsteady_error = ""
+        try:
+            self.pgsteady: Options = options_module.parse(
+                alias, (settings_dict.get("OPTIONS") or {}).get(KEY))
+        except ImproperlyConfigured as exc:
+            self.pgsteady_error = str(exc)
+            self.pgsteady = options_module.parse(alias, None)
         if self.pgsteady.pooler == "transaction":
             # Django's own advice under transaction pooling; an explicit False is kept (and
             # reported by the check pgsteady.E002).
@@ -130,6 +139,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):  # type: ignore[misc]  # Djan
                 f"{checks.REFUSED}: {checks.POOLER_HINT}") from None
 
     def get_connection_params(self) -> dict[str, Any]:
+        if self.pgsteady_error:  # never connect with settings other than those asked for
+            raise ImproperlyConfigured(self.pgsteady_error)
         params: dict[str, Any] = super().get_connection_params()
         params.pop(KEY, None)
         session = self.pgsteady.session

@@ -10,6 +10,8 @@ Each has an id, so a project can silence one (``SILENCED_SYSTEM_CHECKS``):
   ``QuerySet.iterator()`` opens a server-side cursor that the next query, on another server
   connection, cannot find ("cursor ... does not exist"). The ENGINE sets it to True when
   the setting is absent; only an explicit False is reported.
+- ``pgsteady.E004``: ``OPTIONS["pgsteady"]`` is wrong (an unknown key, a value out of range):
+  the alias would not connect.
 - ``pgsteady.E003``: ``pooler = "direct"`` but the server refuses the startup ``options``
   parameter, as PgBouncer does: the alias goes through a pooler (``pooler = "session"`` or
   ``"transaction"``, as PgBouncer's ``pool_mode``). A database check: it connects.
@@ -85,6 +87,10 @@ def direct_but_pooled(connection: Any) -> list[checks.CheckMessage]:
 def for_alias(connection: Any, databases: bool) -> list[checks.CheckMessage]:
     """The checks of one alias whose ENGINE is pgsteady's; ``databases``: those that connect
     too (Django runs database checks only when asked: ``check --database``, ``migrate``)."""
+    if connection.pgsteady_error:
+        return [checks.Error(connection.pgsteady_error,
+                             hint="see docs/django.md for the keys and their values",
+                             id="pgsteady.E004")]
     pooler = connection.pgsteady.pooler
     found = server_side_cursors(connection.alias, connection.settings_dict, pooler)
     if databases:

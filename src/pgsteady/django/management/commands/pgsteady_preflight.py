@@ -11,9 +11,10 @@ import sys
 from typing import Any, ClassVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS
 
 from pgsteady.django import _pgsteady as core
+from pgsteady.django.project import connection as alias_connection
 
 
 class Command(BaseCommand):  # type: ignore[misc]  # Django is untyped
@@ -32,7 +33,7 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django is untyped
         from pgsteady.django.preflight import check  # noqa: PLC0415 - keeps --help quick
 
         try:
-            report, rendered, accepted = check(connections[options["database"]],
+            report, rendered, accepted = check(alias_connection(options["database"]),
                                                accept=options["accept_unknown"])
         except core.PgsteadyError as exc:
             raise CommandError(str(exc), returncode=exc.exit_code) from exc
