@@ -94,3 +94,48 @@ def test_direct_pooler_against_pgbouncer_is_e003_and_the_error_says_so(pgsteady_
     assert "OPTIONS['pgsteady']['pooler'] to 'transaction' or 'session'" in error
     fixed = run_manage(dsn, "check", "--database", "default", PGSTEADY_POOLER="transaction")
     assert fixed.returncode == 0, fixed.stderr
+
+
+PROBE = ("import json\n"
+         "from django.test import Client\n"
+         "client = Client()\n"
+         "out = {}\n"
+         "for which in ('live', 'ready', 'deep'):\n"
+         "    response = client.get('/health/' + which)\n"
+         "    out[which] = [response.status_code, response['Content-Type'],\n"
+         "                  json.loads(response.content)]\n"
+         "print('RESULT', json.dumps(out))\n")
+
+
+def _probes(stdout: str) -> dict:
+    import json
+
+    return json.loads(_result(stdout).removeprefix("RESULT "))
+
+
+def test_health_views_probe_the_alias(db):
+    """The example's /health/ready and /health/deep (pgsteady.django.health) answer 200 pass
+    with health+json, deep naming a primary, and need no table or migration."""
+    result = run_manage(db, "shell", "-c", PROBE)
+    assert result.returncode == 0, result.stderr
+    probes = _probes(result.stdout)
+    for which in ("live", "ready", "deep"):
+        status, content_type, report = probes[which]
+        assert (status, content_type, report["status"]) == \
+            (200, "application/health+json", "pass"), probes[which]
+    assert probes["deep"][2]["checks"]["db"][0]["output"].endswith(", primary")
+
+
+def test_health_views_fail_ready_when_the_database_is_down():
+    """With the database unreachable, live still answers 200 (no I/O) while ready and deep
+    answer 503 fail, within a few seconds."""
+    import time
+
+    start = time.monotonic()
+    result = run_manage("host=127.0.0.1 port=1 dbname=x user=u", "shell", "-c", PROBE)
+    assert result.returncode == 0, result.stderr
+    probes = _probes(result.stdout)
+    assert probes["live"][0] == 200
+    assert probes["ready"][0] == 503 and probes["ready"][2]["status"] == "fail"
+    assert probes["deep"][0] == 503
+    assert time.monotonic() - start < 30

@@ -15,6 +15,7 @@ from pgsteady.errors import (
     ServerWentAway,
     UsageError,
 )
+from pgsteady.health import CONTENT_TYPE, Check, CheckResult, Health, status_code
 from pgsteady.lint import output as lint_output
 from pgsteady.lint import runners as lint_runners
 from pgsteady.lint import sizes as lint_sizes
@@ -43,6 +44,7 @@ from pgsteady.tools._base import UpPart
 from pgsteady.tools.django import DJANGO_HELP
 
 __all__ = [
+    "CONTENT_TYPE",
     "DJANGO_HELP",
     "RETRYABLE",
     "Attempt",
@@ -50,8 +52,11 @@ __all__ = [
     "Blocker",
     "BlockerWatch",
     "CannotConnect",
+    "Check",
+    "CheckResult",
     "FileReport",
     "Finding",
+    "Health",
     "LintConfig",
     "LintReport",
     "Linter",
@@ -84,5 +89,6 @@ __all__ = [
     "server_timeout",
     "session_lost",
     "statements_of",
+    "status_code",
     "with_lock_retries",
 ]

@@ -27,6 +27,7 @@ connecting with PgBouncer's "unsupported startup parameter"; the error says whic
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -42,6 +43,8 @@ from pgsteady.django import options as options_module
 from pgsteady.django.options import KEY, Options
 
 log = logging.getLogger("pgsteady.django")
+
+CONNECT_TIMEOUT = 10  # seconds, unless OPTIONS or PGCONNECT_TIMEOUT say otherwise
 
 # Statements PostgreSQL refuses inside a transaction block, a multi-statement message included.
 _OUTSIDE_TRANSACTION = re.compile(
@@ -149,6 +152,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):  # type: ignore[misc]  # Djan
             # service@host:pid of the process connecting (after a fork, the worker's own)
             params["application_name"] = core.SessionSettings(
                 service=session.service).application_name[:63]
+        if "connect_timeout" not in params and not os.environ.get("PGCONNECT_TIMEOUT"):
+            params["connect_timeout"] = CONNECT_TIMEOUT  # libpq's own: none (minutes of SYNs)
         if "options" in extra:
             params["options"] = " ".join(filter(None, [params.get("options"), extra["options"]]))
         if session.pooler != "direct":
