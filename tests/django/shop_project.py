@@ -65,3 +65,42 @@ def backfill_app(folder: Path) -> dict[str, str]:
     (migrations / "__init__.py").write_text("")
     (migrations / "0001_fill.py").write_text(BACKFILL)
     return settings_env(folder, 'INSTALLED_APPS = [*INSTALLED_APPS, "backfill"]')
+
+
+UNNAMED_0001 = '''from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    initial = True
+    dependencies = []
+    operations = [
+        migrations.CreateModel("Item", [("id", models.BigAutoField(primary_key=True)),
+                                        ("a", models.IntegerField()),
+                                        ("b", models.IntegerField())]),
+        migrations.AlterIndexTogether("item", {("a", "b")}),
+        migrations.AlterUniqueTogether("item", {("a", "b")}),
+    ]
+'''
+UNNAMED_0002 = '''from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("unnamed", "0001_initial")]
+    operations = [
+        migrations.RenameIndex("item", new_name="unnamed_item_ab_idx", old_fields=("a", "b")),
+        migrations.AlterUniqueTogether("item", set()),
+    ]
+'''
+
+
+def unnamed_app(folder: Path) -> dict[str, str]:
+    """An app ``unnamed`` whose 0002 renames an unnamed index and drops a unique_together
+    (what django-taggit's 0006 and wagtailcore's 0087 do): Django looks both names up in the
+    catalog. The env whose settings install it."""
+    migrations = folder / "unnamed" / "migrations"
+    migrations.mkdir(parents=True)
+    (folder / "unnamed" / "__init__.py").write_text("")
+    (migrations / "__init__.py").write_text("")
+    (migrations / "0001_initial.py").write_text(UNNAMED_0001)
+    (migrations / "0002_rename.py").write_text(UNNAMED_0002)
+    return settings_env(folder, 'INSTALLED_APPS = [*INSTALLED_APPS, "unnamed"]')

@@ -208,3 +208,45 @@ def test_pgsteady_lint_tool_django_on_a_path_without_migrations_is_exit_2(db):
         assert result.stderr.strip().splitlines() == [
             f"pgsteady: error: {path}: no migration of the project's apps there (name a "
             f"migration file or a folder holding some)"]
+
+
+RENDER_0002 = ("from django.db import connection\n"
+               "from django.db.migrations.loader import MigrationLoader\n"
+               "from pgsteady.django.collect import render\n"
+               "loader = MigrationLoader(None)\n"
+               "done = render(connection, loader, {('unnamed', '0002_rename')})\n"
+               "print('ERROR', done[-1].error)\n"
+               "print(done[-1].sql)\n")
+
+
+def test_lint_on_an_empty_database_renders_catalog_lookups(db, tmp_path):
+    """Renaming an unnamed index and dropping a unique_together need names Django looks up
+    in the catalog: on an empty database lint wrote no SQL for them (exit 2); now it renders
+    them with the names Django gives them, the very names a migrated database holds."""
+    import re
+    import subprocess
+    import sys
+
+    import psycopg
+    from shop_project import unnamed_app
+
+    env = unnamed_app(tmp_path)
+    lint = subprocess.run(
+        [sys.executable, "-m", "pgsteady", "lint", "--tool", "django", "--no-cache",
+         str(tmp_path / "unnamed")], cwd=EXAMPLE, capture_output=True, text=True,
+        timeout=120, check=False, env=_environ(db, env))
+    assert lint.returncode in (0, 1), lint.stdout + lint.stderr
+    assert "cannot write its SQL" not in lint.stdout + lint.stderr
+    rendered = run_manage(db, "shell", "-c", RENDER_0002, **env)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "ERROR \n" in rendered.stdout
+    renamed = re.search(r'ALTER INDEX "(\w+)" RENAME TO "unnamed_item_ab_idx"', rendered.stdout)
+    dropped = re.search(r'ALTER TABLE "unnamed_item" DROP CONSTRAINT "(\w+)"', rendered.stdout)
+    assert renamed and dropped, rendered.stdout
+    assert run_manage(db, "migrate", "unnamed", "0001", "--no-input", **env).returncode == 0
+    with psycopg.connect(db) as conn:
+        names = {row[0] for row in conn.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = 'unnamed_item'::regclass "
+            "UNION SELECT indexrelid::regclass::text FROM pg_index "
+            "WHERE indrelid = 'unnamed_item'::regclass")}
+    assert {renamed.group(1), dropped.group(1)} <= names
