@@ -58,14 +58,16 @@ def test_server_side_cursors_under_transaction_pooler_is_e002(db, tmp_path):
 
 
 def test_engine_without_the_app_is_e001_and_stops_djangos_migrate(db, tmp_path):
-    """The ENGINE without the app: check --database fails with pgsteady.E001, and Django's
-    own migrate (no retries) stops before applying anything."""
+    """The ENGINE without the app: check --database and check --deploy fail with
+    pgsteady.E001 (once), and Django's own migrate (no retries) stops before applying
+    anything."""
     import psycopg
 
     env = settings_env(tmp_path, NO_APP)
-    result = run_manage(db, "check", "--database", "default", **env)
-    assert result.returncode == 1
-    assert "(pgsteady.E001)" in result.stderr
+    for args in (("check", "--database", "default"), ("check", "--deploy")):
+        result = run_manage(db, *args, **env)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.count("(pgsteady.E001)") == 1, result.stderr
     assert "'pgsteady.django' to INSTALLED_APPS" in result.stderr
     migrate = run_manage(db, "migrate", "--no-input", **env)
     assert migrate.returncode == 1

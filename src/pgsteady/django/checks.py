@@ -4,8 +4,10 @@ Each has an id, so a project can silence one (``SILENCED_SYSTEM_CHECKS``):
 
 - ``pgsteady.E001``: an alias's ENGINE is ``pgsteady.django`` but the app is not in
   ``INSTALLED_APPS``: ``manage.py migrate`` would be Django's own, without lock retries, and
-  nothing would say so. A database check (it rides on the backend's validation), so it runs
-  in ``manage.py check --database <alias>`` and before every ``migrate``, which it stops.
+  nothing would say so. It rides on the backend's validation, so it runs in ``manage.py
+  check --database <alias>`` and before every ``migrate``, which it stops; and in every
+  ``check`` once the backend is loaded (Django loads it with the first model: the app's
+  ``ready()`` cannot register a check when the app is missing).
 - ``pgsteady.E002``: ``pooler = "transaction"`` with ``DISABLE_SERVER_SIDE_CURSORS = False``:
   ``QuerySet.iterator()`` opens a server-side cursor that the next query, on another server
   connection, cannot find ("cursor ... does not exist"). The ENGINE sets it to True when
@@ -93,8 +95,8 @@ def for_alias(connection: Any, databases: bool) -> list[checks.CheckMessage]:
                              id="pgsteady.E004")]
     pooler = connection.pgsteady.pooler
     found = server_side_cursors(connection.alias, connection.settings_dict, pooler)
+    found += app_installed(connection.alias)
     if databases:
-        found += app_installed(connection.alias)
         found += direct_but_pooled(connection)
     return found
 
@@ -102,8 +104,8 @@ def for_alias(connection: Any, databases: bool) -> list[checks.CheckMessage]:
 @checks.register()  # type: ignore[untyped-decorator]  # Django is untyped
 def settings_checks(app_configs: Any = None, databases: Any = None, **kwargs: Any) \
         -> list[checks.CheckMessage]:
-    """Registered by the app (always run, ``check --deploy`` included): the settings-only
-    checks of every pgsteady alias, without connecting."""
+    """Registered when the backend or the app is loaded (always run, ``check --deploy``
+    included): the settings-only checks of every pgsteady alias, without connecting."""
     from django.db import connections  # noqa: PLC0415 - after django.setup()
 
     found: list[checks.CheckMessage] = []
