@@ -215,3 +215,28 @@ def test_server_gone_mid_migration_is_exit_3_and_unknown(pgsteady_postgres, pgst
                             "shop.0002_product_in_stock ran"), error
     assert "whether it applied is unknown" in error
     assert "Fix the migration" not in stderr and "Traceback" not in stderr
+
+
+def test_session_ended_in_a_non_atomic_migration_says_part_may_have_run(
+        db, manage, pgsteady_lock_holder):
+    """0003 (atomic = False, a concurrent index build) loses its session while it waits: exit
+    3, and the outcome says it is not recorded but ran outside a transaction."""
+    assert manage("migrate", "shop", "0002", "--no-input").returncode == 0
+    holder = pgsteady_lock_holder(db, "shop_product", "SHARE ROW EXCLUSIVE")
+    process, seen = _migrate_until_blocked(db)
+    try:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                         "application_name LIKE 'shop@%%' AND datname = current_database()")
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        holder.release()
+    stderr = "".join(seen) + rest
+    assert process.returncode == 3, stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("CommandError: the server ended the session while "
+                            "shop.0003_product_name_idx ran"), error
+    assert "is not recorded in django_migrations, but it runs outside a transaction " \
+           "(atomic = False)" in error
+    assert "Fix the migration" not in stderr
