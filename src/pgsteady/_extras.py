@@ -31,7 +31,11 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "alembic": ("alembic", "sqlalchemy", "pglast"),
     "sqlalchemy": ("sqlalchemy",),
     "django": ("django",),
+    "binary": ("psycopg_binary",),
 }
+
+# psycopg's ImportError when it finds no libpq (no psycopg_binary, no system library).
+_NO_LIBPQ = ("no pq wrapper available", "libpq library not found")
 
 
 class MissingExtra(UsageError, ImportError):
@@ -77,3 +81,20 @@ def require(module: str, *, extra: str, feature: str) -> ModuleType:
     """``import module`` (from ``extra``), or raise :class:`MissingExtra` naming ``feature``."""
     with needs(extra, feature):
         return importlib.import_module(module)
+
+
+def libpq_missing(exc: BaseException, feature: str = "pgsteady") -> MissingExtra | None:
+    """:class:`MissingExtra` naming ``pgsteady[binary]`` when ``exc`` is psycopg finding no
+    libpq (``pgsteady[cli]`` on a machine without PostgreSQL's client library: psycopg is a
+    dependency, its implementation the application's choice), else None."""
+    seen: set[int] = set()
+    one: BaseException | None = exc
+    while one is not None and id(one) not in seen:
+        seen.add(id(one))
+        if isinstance(one, ImportError) and any(text in str(one) for text in _NO_LIBPQ):
+            missing = MissingExtra("libpq", "binary", feature)
+            missing.args = (f"{missing} (psycopg's own build of libpq), or install the "
+                            f"system's libpq (Debian: apt-get install libpq5)",)
+            return missing
+        one = one.__cause__ or one.__context__
+    return None

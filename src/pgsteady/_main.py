@@ -43,6 +43,23 @@ def _run(argv: list[str]) -> int:
         if code is not None:
             return code
         quick.arm(argv[1:])
-    from pgsteady.cli import main as cli_main  # noqa: PLC0415 -- after the warm path
+    return _cli(argv)
 
-    return cli_main()
+
+def _cli(argv: list[str]) -> int:
+    """:func:`pgsteady.cli.main`; psycopg without a libpq to load (``pgsteady[cli]`` on a
+    machine without PostgreSQL's client library) is one line naming ``pgsteady[binary]``,
+    exit 2, not the ImportError's 45 lines from whichever verb imported psycopg first."""
+    from pgsteady import cli  # noqa: PLC0415 -- after the warm path
+
+    try:
+        return cli.main()
+    except ImportError as exc:
+        from pgsteady._extras import libpq_missing  # noqa: PLC0415 -- on this error only
+
+        missing = libpq_missing(exc, f"pgsteady {argv[0]}" if argv[:1] and
+                                not argv[0].startswith("-") else "pgsteady")
+        if missing is None:
+            raise
+        return cli._fail(missing.exit_code, f"pgsteady: error: {missing}",
+                         type(missing).__name__, as_json=cli._wants_json(argv))

@@ -109,11 +109,13 @@ def _settle(entry: dict[str, Any], check: Check) -> dict[str, Any]:
 
 
 def db_check(db: Any) -> Check:
-    """``Database`` or ``AsyncDatabase``: ready runs ``select 1`` within the deadline (and
-    fails at once while the Database's breaker is open); deep runs a read-only transaction
-    that reports whether the server is a primary."""
+    """``Database``, ``AsyncDatabase``, ``Steady`` or ``AsyncSteady``: ready runs ``select 1``
+    within the deadline (and fails at once while the breaker is open); deep runs a read-only
+    transaction that reports whether the server is a primary."""
     from pgsteady.arunner import AsyncDatabase  # noqa: PLC0415 - avoid an import cycle
 
+    if type(db).__module__ == "pgsteady.sqlalchemy":  # Steady, AsyncSteady: SQLAlchemy's
+        return _steady_check(db)
     if not (callable(getattr(db, "fetchone", None)) and callable(getattr(db, "run", None))):
         raise UsageError(f"db_check needs a Database or AsyncDatabase, got "
                          f"{type(db).__name__} {db!r}")
@@ -142,6 +144,29 @@ def db_check(db: Any) -> Check:
                                deadline=timeout))
 
     return Check(ready, deep, "datastore")
+
+
+def _steady_check(steady: Any) -> Check:
+    """:func:`db_check` for ``Steady``/``AsyncSteady`` (statements are SQLAlchemy's)."""
+    from sqlalchemy import text  # noqa: PLC0415 - only with the sqlalchemy extra
+
+    one = text("SELECT 1")
+    deep_sql = text("SELECT pg_is_in_recovery(), current_setting('server_version')")
+
+    def describe(row: Any) -> CheckResult:
+        return CheckResult(output=f"PostgreSQL {row[1]}, {'standby' if row[0] else 'primary'}")
+
+    if inspect.iscoroutinefunction(steady.scalar):
+        async def aready(timeout: float) -> Any:
+            await steady.scalar(one, deadline=timeout)
+
+        async def adeep(timeout: float) -> Any:
+            return describe((await steady.execute(deep_sql, deadline=timeout)).one())
+
+        return Check(aready, adeep, "datastore")
+    return Check(lambda timeout: steady.scalar(one, deadline=timeout),
+                 lambda timeout: describe(steady.execute(deep_sql, deadline=timeout).one()),
+                 "datastore")
 
 
 def redis_check(client: Any) -> Check:

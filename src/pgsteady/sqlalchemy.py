@@ -53,7 +53,7 @@ with needs("sqlalchemy", "pgsteady.sqlalchemy (Steady, AsyncSteady)"):
     from sqlalchemy.sql import Executable
     from sqlalchemy.sql.selectable import TypedReturnsRows
 
-from pgsteady import _core
+from pgsteady import _core, _sqla_warm
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady._sqla_wiring import BEGUN as _BEGUN
 from pgsteady._sqla_wiring import Wiring as _Wiring
@@ -61,7 +61,7 @@ from pgsteady.arunner import wait_for_outcome
 from pgsteady.errors import QueryFailed, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.runner import DEFAULT
-from pgsteady.settings import Duration, describe
+from pgsteady.settings import Duration, describe, to_seconds
 
 __all__ = ["AsyncSteady", "Steady", "url_from_dsn"]
 
@@ -259,6 +259,13 @@ class AsyncSteady:
     def stats(self) -> DatabaseStats:
         """Counts as ``Database.stats()`` gives them (``pool_size`` is ``concurrency``)."""
         return self._core.snapshot()
+
+    async def warm_up(self, timeout: Duration = 30.0) -> int:
+        """Open ``concurrency`` connections of the engine's pool now, with their settings, so
+        the first requests after start do not each wait for one (:mod:`pgsteady._sqla_warm`);
+        ``CannotConnect`` if they cannot be opened within ``timeout``."""
+        return await _sqla_warm.awarm(self.engine, self._core.pool_size,
+                                      to_seconds(timeout, "timeout") or 30.0, "AsyncSteady")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -525,6 +532,11 @@ class Steady:
     def stats(self) -> DatabaseStats:
         with self._ready:
             return self._core.snapshot()
+
+    def warm_up(self, timeout: Duration = 30.0) -> int:
+        """See :meth:`AsyncSteady.warm_up`."""
+        return _sqla_warm.warm(self.engine, self._core.pool_size,
+                               to_seconds(timeout, "timeout") or 30.0, "Steady")
 
     # -- lifecycle ---------------------------------------------------------------------------
 

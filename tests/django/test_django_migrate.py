@@ -149,3 +149,94 @@ def test_blocked_non_atomic_migration_gives_up_naming_the_pid(db, manage, pgstea
     assert f"pid {holder.pid} 'bulk-import'" in error
     assert "0003_product_name_idx" not in applied(db)
     assert "shop_product_name_idx" not in indexes(db, "shop_product")
+
+
+def _migrate_until_blocked(dsn: str):
+    """migrate started (budget 60 s) and read until a try failed on the lock; its stderr."""
+    process = start_manage(dsn, "migrate", "--no-input", PGSTEADY_RETRY_BUDGET="60")
+    seen: list[str] = []
+    assert process.stderr is not None
+    for line in process.stderr:
+        seen.append(line)
+        if "could not get its locks" in line:
+            break
+    return process, seen
+
+
+def test_session_ended_mid_migration_is_exit_3_and_says_it_did_not_apply(
+        db, manage, pgsteady_lock_holder):
+    """The server ends migrate's session (pg_terminate_backend, as a shutdown does) while
+    0002 waits for its lock: exit 3, "the server ended the session", and that 0002 did not
+    apply, read from django_migrations; not "Fix the migration"."""
+    assert manage("migrate", "shop", "0001", "--no-input").returncode == 0
+    holder = pgsteady_lock_holder(db, "shop_product", select=True)
+    process, seen = _migrate_until_blocked(db)
+    try:
+        with psycopg.connect(db, autocommit=True) as conn:
+            ended = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                "application_name LIKE 'shop@%%' AND datname = current_database()").fetchone()
+        assert ended == (1,)
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        holder.release()
+    stderr = "".join(seen) + rest
+    assert process.returncode == 3, stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("CommandError: the server ended the session while "
+                            "shop.0002_product_in_stock ran (57P01"), error
+    assert "shop.0002_product_in_stock did not apply (django_migrations does not have it)" \
+        in error
+    assert "Fix the migration" not in stderr and "Traceback" not in stderr
+    assert applied(db) == ["0001_initial"]
+    assert "(1 try)" in stderr and "(1 tries)" not in stderr  # contenttypes, applied first
+
+
+def test_server_gone_mid_migration_is_exit_3_and_unknown(pgsteady_postgres, pgsteady_database,
+                                                         pgsteady_proxy, pgsteady_lock_holder):
+    """The connection to the server is lost (the proxy in front of it stops) while 0002 waits
+    for its lock, and no new session can be opened: exit 3, whether it applied is unknown."""
+    db = pgsteady_database.dsn
+    proxied = pgsteady_postgres.dsn(pgsteady_database.name, port=pgsteady_proxy.port)
+    assert run_manage(proxied, "migrate", "shop", "0001", "--no-input").returncode == 0
+    holder = pgsteady_lock_holder(db, "shop_product", select=True)
+    process, seen = _migrate_until_blocked(proxied)
+    try:
+        pgsteady_proxy.stop()
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        holder.release()
+    stderr = "".join(seen) + rest
+    assert process.returncode == 3, stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("CommandError: the server went away while "
+                            "shop.0002_product_in_stock ran"), error
+    assert "whether it applied is unknown" in error
+    assert "Fix the migration" not in stderr and "Traceback" not in stderr
+
+
+def test_session_ended_in_a_non_atomic_migration_says_part_may_have_run(
+        db, manage, pgsteady_lock_holder):
+    """0003 (atomic = False, a concurrent index build) loses its session while it waits: exit
+    3, and the outcome says it is not recorded but ran outside a transaction."""
+    assert manage("migrate", "shop", "0002", "--no-input").returncode == 0
+    holder = pgsteady_lock_holder(db, "shop_product", "SHARE ROW EXCLUSIVE")
+    process, seen = _migrate_until_blocked(db)
+    try:
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                         "application_name LIKE 'shop@%%' AND datname = current_database()")
+        _, rest = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        holder.release()
+    stderr = "".join(seen) + rest
+    assert process.returncode == 3, stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("CommandError: the server ended the session while "
+                            "shop.0003_product_name_idx ran"), error
+    assert "is not recorded in django_migrations, but it runs outside a transaction " \
+           "(atomic = False)" in error
+    assert "Fix the migration" not in stderr

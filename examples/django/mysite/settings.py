@@ -13,6 +13,7 @@ DEBUG = False
 ALLOWED_HOSTS = ["*"]
 USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ROOT_URLCONF = "mysite.urls"  # the health probes
 
 INSTALLED_APPS = [
     "pgsteady.django",  # migrate with retries, pgsteady_lint, pgsteady_preflight

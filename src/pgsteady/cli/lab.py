@@ -189,12 +189,32 @@ def run_up(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# What a scenario runs that the `lab` extra brings: looked for before anything starts (the
+# lock-queue lab's replicas are uvicorn processes; without uvicorn each died at start and the
+# run waited 60 s for them, then pointed at the log folder it had just deleted).
+_SCENARIO_MODULES = {"lock-queue": ("uvicorn",)}
+
+
+def _require_extras(name: str, args: argparse.Namespace) -> None:
+    """The `lab` extra's modules this run needs, found without importing them, or a
+    MissingExtra (one line, exit 2) at once."""
+    import importlib.util
+
+    from pgsteady._extras import MissingExtra
+
+    wanted = [*_SCENARIO_MODULES.get(name, ()), *(("matplotlib",) if args.out else ())]
+    absent = [module for module in wanted if importlib.util.find_spec(module) is None]
+    if absent:
+        raise MissingExtra(", ".join(absent), "lab", f"pgsteady lab {name}")
+
+
 def run_scenario(scenario: Scenario, args: argparse.Namespace) -> int:
     """Run one scenario as its options say, print its tables and write its files."""
     from pgsteady.cli._console import console
 
     config = scenario.config(**scenario.prepare(_knobs.given(scenario.config, args)))
     _check_outputs(args, scenario.json_name)
+    _require_extras(scenario.name, args)
     _stop_on_signals()
     out = console()
     result = _with_progress(scenario.run, config, scenario.seconds(config), args.dir)

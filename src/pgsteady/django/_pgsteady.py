@@ -12,8 +12,10 @@ from pgsteady.errors import (
     MigrationBlocked,
     MigrationError,
     PgsteadyError,
+    ServerWentAway,
     UsageError,
 )
+from pgsteady.health import CONTENT_TYPE, Check, CheckResult, Health, status_code
 from pgsteady.lint import output as lint_output
 from pgsteady.lint import runners as lint_runners
 from pgsteady.lint import sizes as lint_sizes
@@ -30,6 +32,7 @@ from pgsteady.migrate.apply import (
     describe_pg_error,
     pg_error,
     runner_lock,
+    session_lost,
     statements_of,
     with_lock_retries,
 )
@@ -41,6 +44,7 @@ from pgsteady.tools._base import UpPart
 from pgsteady.tools.django import DJANGO_HELP
 
 __all__ = [
+    "CONTENT_TYPE",
     "DJANGO_HELP",
     "RETRYABLE",
     "Attempt",
@@ -48,8 +52,11 @@ __all__ = [
     "Blocker",
     "BlockerWatch",
     "CannotConnect",
+    "Check",
+    "CheckResult",
     "FileReport",
     "Finding",
+    "Health",
     "LintConfig",
     "LintReport",
     "Linter",
@@ -59,6 +66,7 @@ __all__ = [
     "PgsteadyError",
     "Policy",
     "Report",
+    "ServerWentAway",
     "SessionSettings",
     "SyntaxProblem",
     "Unit",
@@ -79,6 +87,8 @@ __all__ = [
     "runner_lock",
     "scrub",
     "server_timeout",
+    "session_lost",
     "statements_of",
+    "status_code",
     "with_lock_retries",
 ]

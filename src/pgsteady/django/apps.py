@@ -11,3 +11,7 @@ class PgsteadyConfig(AppConfig):  # type: ignore[misc]  # Django is untyped
     name = "pgsteady.django"
     label = "pgsteady"
     verbose_name = "pgsteady"
+
+    def ready(self) -> None:
+        """Register the system checks (:mod:`.checks`), ``check --deploy`` included."""
+        from pgsteady.django import checks  # noqa: F401, PLC0415 - registers on import

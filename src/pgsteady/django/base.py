@@ -18,23 +18,33 @@ on what is in between (``OPTIONS["pgsteady"]["pooler"]``):
   role's settings: set those with ``ALTER ROLE ... SET`` as well (docs/django.md).
 
 ``application_name`` is a startup parameter in every mode (PgBouncer passes it on).
+Behind a transaction pooler, server-side cursors (``QuerySet.iterator()``) are turned off
+unless the settings say otherwise: the pooler may hand the cursor's next ``FETCH`` to another
+server connection, where it does not exist. ``pooler = "direct"`` against a pooler fails on
+connecting with PgBouncer's "unsupported startup parameter"; the error says which pooler to set.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
 import psycopg
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS
+from django.db.backends.base.validation import BaseDatabaseValidation
 from django.db.backends.postgresql import base as postgresql
 
 from pgsteady.django import _pgsteady as core
+from pgsteady.django import checks
 from pgsteady.django import options as options_module
 from pgsteady.django.options import KEY, Options
 
 log = logging.getLogger("pgsteady.django")
+
+CONNECT_TIMEOUT = 10  # seconds, unless OPTIONS or PGCONNECT_TIMEOUT say otherwise
 
 # Statements PostgreSQL refuses inside a transaction block, a multi-statement message included.
 _OUTSIDE_TRANSACTION = re.compile(
@@ -90,15 +100,50 @@ def per_transaction_cursor(base: type[Any], options: Options) -> type[Any]:
     return PerTransactionCursor
 
 
+class Validation(BaseDatabaseValidation):  # type: ignore[misc]  # Django is untyped
+    """The alias's system checks (:mod:`.checks`), those that connect included: Django runs
+    them for ``check --database <alias>`` and before ``migrate``."""
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        return [*super().check(**kwargs), *checks.for_alias(self.connection, databases=True)]
+
+
 class DatabaseWrapper(postgresql.DatabaseWrapper):  # type: ignore[misc]  # Django is untyped
     """Django's PostgreSQL backend with pgsteady's session settings (see the module's doc)."""
 
+    validation_class = Validation
+
     def __init__(self, settings_dict: dict[str, Any], alias: str = DEFAULT_DB_ALIAS) -> None:
         super().__init__(settings_dict, alias)
-        self.pgsteady: Options = options_module.parse(
-            alias, (settings_dict.get("OPTIONS") or {}).get(KEY))
+        # Django makes the backend while it imports models (django.setup()), before any
+        # command could catch an error: a wrong OPTIONS["pgsteady"] is kept, reported by the
+        # check pgsteady.E004 and by the commands in one line, and raised on connecting.
+        self.pgsteady_error = ""
+        try:
+            self.pgsteady: Options = options_module.parse(
+                alias, (settings_dict.get("OPTIONS") or {}).get(KEY))
+        except ImproperlyConfigured as exc:
+            self.pgsteady_error = str(exc)
+            self.pgsteady = options_module.parse(alias, None)
+        if self.pgsteady.pooler == "transaction":
+            # Django's own advice under transaction pooling; an explicit False is kept (and
+            # reported by the check pgsteady.E002).
+            settings_dict.setdefault("DISABLE_SERVER_SIDE_CURSORS", True)
+
+    def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
+        try:
+            return super().get_new_connection(conn_params)
+        except psycopg.OperationalError as exc:
+            if self.pgsteady.pooler != "direct" or not checks.pooler_refused(exc):
+                raise
+            message = " ".join(str(exc).split())
+            raise psycopg.OperationalError(
+                f"{message}; DATABASES[{self.alias!r}] has pooler 'direct' but "
+                f"{checks.REFUSED}: {checks.POOLER_HINT}") from None
 
     def get_connection_params(self) -> dict[str, Any]:
+        if self.pgsteady_error:  # never connect with settings other than those asked for
+            raise ImproperlyConfigured(self.pgsteady_error)
         params: dict[str, Any] = super().get_connection_params()
         params.pop(KEY, None)
         session = self.pgsteady.session
@@ -107,6 +152,8 @@ class DatabaseWrapper(postgresql.DatabaseWrapper):  # type: ignore[misc]  # Djan
             # service@host:pid of the process connecting (after a fork, the worker's own)
             params["application_name"] = core.SessionSettings(
                 service=session.service).application_name[:63]
+        if "connect_timeout" not in params and not os.environ.get("PGCONNECT_TIMEOUT"):
+            params["connect_timeout"] = CONNECT_TIMEOUT  # libpq's own: none (minutes of SYNs)
         if "options" in extra:
             params["options"] = " ".join(filter(None, [params.get("options"), extra["options"]]))
         if session.pooler != "direct":

@@ -9,7 +9,8 @@ write no SQL: they are listed, since nobody can say what they lock.
 
 Rendering needs a database, as ``sqlmigrate`` does: Django quotes values through the driver
 and some operations read the catalog (``AlterField`` looks up constraint names). Nothing is
-written; an empty database will do.
+written; an empty database will do: names looked up on a table it does not have are those
+Django gives when it creates them (:func:`_own_names`).
 """
 
 from __future__ import annotations
@@ -137,6 +138,38 @@ def render(connection: Any, loader: Any, wanted: set[tuple[str, str]]) -> list[R
     return out
 
 
+def _own_names(editor: Any) -> None:
+    """Django looks some names up in the catalog (``RenameIndex`` of an unnamed index,
+    ``AlterUniqueTogether`` or ``AlterIndexTogether`` dropping one); on a database without the
+    model's table (lint's empty one) there is nothing to find and the migration failed with
+    "Found wrong number (0) of indexes" (django-taggit's 0006, wagtailcore's 0087). Such a
+    lookup is answered with the name Django gives that index or constraint when it creates it:
+    what a database those migrations built holds. Tables that exist are looked up as ever."""
+    lookup = editor._constraint_names
+    tables: set[str] | None = None
+
+    def constraint_names(model: Any, column_names: Any = None, **conditions: Any) -> Any:
+        nonlocal tables
+        found = lookup(model, column_names, **conditions)
+        unique, index = conditions.get("unique"), conditions.get("index")
+        if found or not column_names or not (unique or index) or \
+                any(conditions.get(k) for k in ("foreign_key", "check", "primary_key")):
+            return found
+        if tables is None:
+            with editor.connection.cursor() as cursor:
+                tables = set(editor.connection.introspection.table_names(cursor))
+        table = model._meta.db_table
+        if table in tables:
+            return found
+        # unique_together: "_uniq"; index_together: "_idx"; a field's db_index: no suffix
+        suffix = "_uniq" if unique else "_idx" if len(column_names) > 1 else ""
+        name = editor._create_index_name(table, list(column_names), suffix=suffix)
+        log.debug("%s: no table in the database: %s assumed as Django names it", table, name)
+        return [] if name in (conditions.get("exclude") or ()) else [name]
+
+    editor._constraint_names = constraint_names
+
+
 def _render_one(connection: Any, migration: Any, state: Any) -> tuple[Rendered, Any]:
     path, places = _operation_places(migration)
     rendered = Rendered(migration.app_label, migration.name, path, bool(migration.atomic))
@@ -145,6 +178,7 @@ def _render_one(connection: Any, migration: Any, state: Any) -> tuple[Rendered, 
         # atomic=False: collecting SQL opens no transaction; the migration's own atomicity
         # is what the lint profile is told.
         with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+            _own_names(editor)
             state = migration.apply(state, editor, collect_sql=True)
     except Exception as exc:
         rendered.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -17,6 +17,10 @@ after some statements committed says so: Django has no way to undo them.
 
 One runner at a time: the ``pgsteady migrate`` advisory lock, held on a side session that
 also names blockers; the plan is computed again once it is held.
+
+A session the server ends (shutdown, crash, ``pg_terminate_backend``) is no fault of the
+migration: :class:`ServerWentAway` (exit 3) says whether it applied, read from
+``django_migrations`` on a new session, or that this is unknown while the server is down.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class SteadyExecutor(MigrationExecutor):  # type: ignore[misc]  # Django is unty
         self._side: psycopg.Connection[Any] | None = None
         self._watcher: core.BlockerWatch | None = None
         self._last_sql = ""
+        self._committed = 0  # statements of the running atomic = False migration committed
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -124,15 +129,69 @@ class SteadyExecutor(MigrationExecutor):  # type: ignore[misc]  # Django is unty
         if self.progress_callback:
             self.progress_callback("apply_start", migration, False)
         start = time.monotonic()
-        if migration.atomic:
-            state, tries = self._atomic(state, migration, start)
-        else:
-            state, tries = self._non_atomic(state, migration, start)
-        log.info("applied %s in %.0f ms (%d tries)", label(migration),
-                 (time.monotonic() - start) * 1000, tries)
+        self._committed = 0
+        try:
+            if migration.atomic:
+                state, tries = self._atomic(state, migration, start)
+            else:
+                state, tries = self._non_atomic(state, migration, start)
+        except Exception as exc:
+            lost = self._lost(exc)
+            if lost is None:
+                raise
+            raise self._went_away(migration, lost) from exc
+        log.info("applied %s in %.0f ms (%d %s)", label(migration),
+                 (time.monotonic() - start) * 1000, tries, "try" if tries == 1 else "tries")
         if self.progress_callback:
             self.progress_callback("apply_success", migration, False)
         return state
+
+    def _lost(self, exc: BaseException) -> psycopg.Error | None:
+        """The driver's error behind ``exc`` when the session is gone: ended or lost (see
+        ``pgsteady migrate``), or, Django having dropped it, a new one could not be opened
+        (an error from the client with no SQLSTATE, or class 08)."""
+        raw = self.connection.connection
+        if raw is not None and (lost := core.session_lost(exc, raw)) is not None:
+            return lost
+        seen: set[int] = set()
+        one: BaseException | None = exc
+        while one is not None and id(one) not in seen:
+            seen.add(id(one))
+            if isinstance(one, psycopg.OperationalError) and \
+                    (one.sqlstate is None or one.sqlstate.startswith(("08", "57P"))):
+                return one
+            one = one.__cause__ or one.__context__
+        return None
+
+    def _went_away(self, migration: Any, error: psycopg.Error) -> core.ServerWentAway:
+        """The session is gone: whether ``migration`` applied, from django_migrations read on
+        a new session, or unknown while the server is down (see ``pgsteady migrate``)."""
+        why = core.describe_pg_error(error) if error.sqlstate else "the connection was lost"
+        name = label(migration)
+        table = self.recorder.Migration._meta.db_table
+        try:
+            with self._connect_side(_watch_name()) as conn:
+                core.backstop(conn, self.policy)
+                row = conn.execute(pgsql.SQL("SELECT 1 FROM {} WHERE app = %s AND name = %s")
+                                   .format(pgsql.Identifier(table)),
+                                   [migration.app_label, migration.name]).fetchone()
+        except Exception:  # the server is not back: the outcome cannot be read now
+            log.debug("could not read %s after losing the session", table, exc_info=True)
+            return core.ServerWentAway(
+                f"the server went away while {name} ran ({why}); whether it applied is "
+                f"unknown: see manage.py showmigrations {migration.app_label} once the server "
+                f"is back, then run migrate again")
+        if row is not None:
+            outcome = f"{name} applied (its row in {table} is there)"
+        elif migration.atomic:
+            outcome = f"{name} did not apply ({table} does not have it)"
+        else:
+            done = f"{self._committed} of its statements committed and stay applied; " \
+                if self._committed else ""
+            outcome = (f"{name} is not recorded in {table}, but it runs outside a transaction "
+                       f"(atomic = False): {done}the statement running may have taken effect")
+        return core.ServerWentAway(f"the server ended the session while {name} ran ({why}); "
+                                   f"{outcome}; run migrate again when the server is ready")
 
     def _set(self, name: str, seconds: float | None, *, local: bool) -> None:
         """On the driver's connection: not a statement of the migration (no retries of its own,
@@ -196,6 +255,7 @@ class SteadyExecutor(MigrationExecutor):  # type: ignore[misc]  # Django is unty
                 try_once, self.policy, what=f"{label(migration)} (statement {number})",
                 name_blockers=self._name_blockers, started=start)
             committed += 1
+            self._committed = committed
             tries = max(tries, used)
             return result
 

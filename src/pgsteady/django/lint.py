@@ -42,9 +42,18 @@ def select(connection: Any, *, app_labels: Iterable[str] = (), include_applied: 
     loader = MigrationLoader(None if include_applied else connection,
                              ignore_no_migrations=True)
     applied = set() if include_applied else set(loader.applied_migrations)
+    paths = list(paths)
     roots = [Path(p).resolve() for p in paths]
+    matched: set[Path] = set()
     wanted: set[tuple[str, str]] = set()
     for key, migration in loader.graph.nodes.items():
+        if roots:
+            module = __import__(type(migration).__module__, fromlist=["_"])
+            where = Path(module.__file__ or "").resolve()
+            under = {root for root in roots if where == root or root in where.parents}
+            matched |= under
+            if not under:
+                continue
         if key in applied:
             continue
         if labels and key[0] not in labels:
@@ -52,12 +61,11 @@ def select(connection: Any, *, app_labels: Iterable[str] = (), include_applied: 
         config = apps.get_app_config(key[0])
         if not (everyone or labels or roots) and is_third_party(config):  # not the project's to fix
             continue
-        if roots:
-            module = __import__(type(migration).__module__, fromlist=["_"])
-            where = Path(module.__file__ or "").resolve()
-            if not any(where == root or root in where.parents for root in roots):
-                continue
         wanted.add(key)
+    empty = [str(path) for path, root in zip(paths, roots, strict=True) if root not in matched]
+    if empty:
+        raise core.UsageError(f"{', '.join(empty)}: no migration of the project's apps there "
+                              f"(name a migration file or a folder holding some)")
     return loader, wanted
 
 
@@ -66,9 +74,9 @@ def lint(connection: Any, *, app_labels: Iterable[str] = (), include_applied: bo
          dsn: str | None = None) -> tuple[core.LintReport, list[Rendered]]:
     """Lint the chosen migrations (see :func:`select`); (report, the migrations linted)."""
     config = config or core.LintConfig()
+    need_database(connection)  # before the loader reads which migrations are applied
     loader, wanted = select(connection, app_labels=app_labels,
                             include_applied=include_applied, paths=paths)
-    need_database(connection)
     rendered = render(connection, loader, wanted)
     timeouts = hasattr(connection, "pgsteady")  # ENGINE pgsteady.django: migrate sets them
     units, history, linted, keep = [], [], [], []

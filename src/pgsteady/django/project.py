@@ -1,4 +1,5 @@
-"""A Django project loaded from outside ``manage.py`` (``pgsteady lint --tool django``)."""
+"""A Django project loaded from outside ``manage.py`` (``pgsteady lint --tool django``), and an
+alias's connection with its settings' faults as one line (the commands, in and outside it)."""
 
 from __future__ import annotations
 
@@ -29,4 +30,18 @@ def setup(settings: str, alias: str = "default") -> Any:
 
     if alias not in connections:
         raise core.UsageError(f"no database alias {alias!r} in {settings}")
-    return connections[alias]
+    return connection(alias)
+
+
+def connection(alias: str) -> Any:
+    """``connections[alias]``; a wrong ``OPTIONS["pgsteady"]`` (or another backend's
+    ImproperlyConfigured, raised as it is made) is a UsageError, one line."""
+    from django.db import connections  # noqa: PLC0415 - after django.setup()
+
+    try:
+        found = connections[alias]
+    except ImproperlyConfigured as exc:
+        raise core.UsageError(" ".join(str(exc).split())) from None
+    if getattr(found, "pgsteady_error", ""):  # the ENGINE keeps it: see base.DatabaseWrapper
+        raise core.UsageError(found.pgsteady_error)
+    return found

@@ -18,6 +18,7 @@ from django.core.management.commands import migrate as django_migrate
 
 from pgsteady.django import _pgsteady as core
 from pgsteady.django.executor import SteadyExecutor
+from pgsteady.django.project import connection as alias_connection
 
 
 @contextmanager
@@ -38,6 +39,7 @@ class Command(django_migrate.Command):  # type: ignore[misc]  # Django is untype
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
+            alias_connection(options["database"])  # a wrong OPTIONS["pgsteady"]: one line
             with _steady_executor():
                 super().handle(*args, **options)
         except core.PgsteadyError as exc:

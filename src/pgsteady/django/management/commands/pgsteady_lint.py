@@ -10,9 +10,10 @@ import sys
 from typing import Any, ClassVar
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS
 
 from pgsteady.django import _pgsteady as core
+from pgsteady.django.project import connection as alias_connection
 
 
 class Command(BaseCommand):  # type: ignore[misc]  # Django is untyped
@@ -34,9 +35,8 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django is untyped
                                           "tables are errors, on small ones warnings")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        connection = connections[options["database"]]
         try:
-            report, linted = _lint(connection, options)
+            report, linted = _lint(alias_connection(options["database"]), options)
         except core.PgsteadyError as exc:
             raise CommandError(str(exc), returncode=exc.exit_code) from exc
         self.stdout.write(core.lint_output.render(report, options["format"]), ending="")
