@@ -230,3 +230,15 @@ def test_a_duration_that_must_be_positive_names_its_option():
     assert out.returncode == 2, out.stderr
     assert "--lock-timeout must be positive" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_pg_version_helps_name_every_major_that_works():
+    """The lab's --pg-version help names 10-12 beside 13-18 (it said 13-18 while 10 works)
+    and lint's says its default and that the version changes advice, never hides a finding."""
+    from pgsteady import _majors
+
+    lab = " ".join(next(p.format_help() for path, p in LEAVES if path == ("lab", "up")).split())
+    assert f"{min(_majors.PAST_END_OF_LIFE)}-{max(_majors.PAST_END_OF_LIFE)}" in lab
+    assert f"{min(_majors.SUPPORTED)}-{max(_majors.SUPPORTED)}" in lab
+    lint = " ".join(next(p.format_help() for path, p in LEAVES if path == ("lint",)).split())
+    assert f"default {_majors.LINT_DEFAULT}" in lint and "never hides one" in lint

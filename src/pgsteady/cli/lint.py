@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from pgsteady import _majors
 from pgsteady._errors_root import EXIT_OK, UsageError
 from pgsteady.cli import _renamed
 from pgsteady.lint import output, quick
@@ -78,7 +79,9 @@ def register(verbs: Any) -> None:
     lint.add_argument("--warn", type=_rule_list, action="append", default=[],
                       metavar="RULES", help="rule ids to report as warnings (exit 0)")
     lint.add_argument("--pg-version", type=_pg_version, metavar="N",
-                      help="oldest PostgreSQL major version the migrations run on")
+                      help="oldest PostgreSQL major version the migrations run on "
+                           f"(default {_majors.LINT_DEFAULT}; 9.6 and 10 up are understood): "
+                           "it changes a finding's advice, never hides one")
     lint.add_argument("--assume-runner-timeouts", action=argparse.BooleanOptionalAction,
                       default=None, help="the runner sets lock_timeout and statement_timeout "
                       "(pgsteady migrate does; default: yes)")

@@ -99,5 +99,8 @@ class ClusterKnobs:
                          "callers were told had succeeded)")
     pg_version: int | None = knob(None, "count",
                                   f"run PostgreSQL major N ({min(_majors.SUPPORTED)}-"
-                                  f"{max(_majors.SUPPORTED)}; scripts/postgres-versions.sh "
-                                  "installs them; default: the system's)")
+                                  f"{max(_majors.SUPPORTED)}, or "
+                                  f"{min(_majors.PAST_END_OF_LIFE)}-"
+                                  f"{max(_majors.PAST_END_OF_LIFE)} past their end of life; "
+                                  "scripts/postgres-versions.sh installs them; default: the "
+                                  "system's)")
