@@ -171,3 +171,28 @@ def test_a_cancelled_async_caller_leaves_the_job_to_finish(
     assert (stats.interrupted, stats.abandoned_completions, stats.failed) == (1, 1, 0)
     time.sleep(0.3)
     assert reader.counts().total["not_ready"] == 0
+
+
+def test_a_connection_left_mid_statement_outside_the_wait_is_settled_not_lent(
+        pgsteady_database):
+    """The caller's thread leaves after its statement was sent but outside the socket wait
+    (an exception in between): the connection is not lent again until its worker has read
+    the statement's results; it commits, and the same session serves the next calls."""
+    dsn = pgsteady_database.dsn
+    _table(dsn)
+    with Database(dsn, pool_size=1) as db:
+        db.wait(10)
+        pid = db.fetchone("select pg_backend_pid()", deadline=10)
+
+        def sent_then_left(conn: psycopg.Connection[Any], job: Any) -> Any:
+            conn.pgconn.send_query(b"insert into hits select 1 from pg_sleep(0.3)")
+            conn.pgconn.flush()
+            raise Alarm
+
+        with pytest.raises(Alarm):
+            db._call(sent_then_left, 10, single=True)
+        for _ in range(20):
+            assert db.fetchone("select pg_backend_pid()", deadline=10) == pid
+        stats = db.stats()
+    assert _hits(dsn) == 1
+    assert (stats.failed, stats.answered) == (1, 21)
