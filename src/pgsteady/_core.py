@@ -23,14 +23,15 @@ back (``QueryFailed``, safe to retry); after, it may have committed (``OutcomeUn
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -46,7 +47,7 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
-from pgsteady.guards.breaker import Verdict
+from pgsteady.guards.breaker import CircuitBreaker, Verdict
 from pgsteady.settings import (
     Duration,
     SessionSettings,
@@ -56,6 +57,17 @@ from pgsteady.settings import (
 )
 
 log = logging.getLogger("pgsteady.runner")
+
+T = TypeVar("T")
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Any = _Default()
+"""Use the executor's default deadline."""
 
 KEEP_CONNECTION_FOR = 256
 """A worker runs up to this many jobs on the connection it holds before handing it back to
@@ -304,6 +316,71 @@ class Core:
             failed=self.failed, closed=self.closed, outcome_unknown=self.outcome_unknown,
             interrupted=self.interrupted,
         )
+
+
+def new_job(work: Callable[[Any, Job], Any], deadline: Duration,
+            default: float | None) -> Job:
+    """A job for ``work`` and its caller's deadline, taken once as an absolute instant
+    (``DEFAULT``: the executor's own); checked before anything is queued."""
+    budget = default if deadline is DEFAULT else deadline_of(deadline)
+    now = time.monotonic()
+    return Job(work, budget, now, None if budget is None else now + budget)
+
+
+def guard(breaker: CircuitBreaker, call: Callable[[], T]) -> T:
+    """``call()`` through an executor's breaker, its outcomes judged by :func:`breaker_verdict`."""
+    return breaker.guard(call, breaker_verdict)
+
+
+async def aguard(breaker: CircuitBreaker, call: Callable[[], Awaitable[T]]) -> T:
+    """The asyncio form of :func:`guard`."""
+    return await breaker.aguard(call, breaker_verdict)
+
+
+def wait_for_outcome_in_thread(core: Core, job: Job, lock: Any) -> Any:
+    """The caller's side of an admitted ``job`` whose ``waker`` is an acquired
+    ``threading.Lock`` its runner releases: wait until the outcome or the deadline. An
+    exception raised into the wait (a signal handler's, Ctrl-C) is the caller leaving, as at
+    its deadline. ``lock`` guards ``core``. Database and Steady both wait this way."""
+    try:
+        answered = job.waker.acquire(timeout=-1 if job.budget is None else job.budget)
+    except BaseException:
+        with lock:
+            core.give_up(job, time.monotonic(), interrupted=True)
+        raise
+    with lock:
+        if answered:
+            return core.outcome(job, time.monotonic())
+        error = core.give_up(job, time.monotonic())
+        if error is None:  # it ended just now: take its outcome
+            return core.outcome(job, time.monotonic())
+    raise error
+
+
+async def wait_for_outcome(core: Core, job: Job, lock: Any = None) -> Any:
+    """The asyncio form of :func:`wait_for_outcome_in_thread` (``job.waker`` a future; one
+    event loop needs no ``lock``). A cancelled caller leaves too. AsyncDatabase and
+    AsyncSteady both wait this way."""
+    loop = asyncio.get_running_loop()
+    timer = None if job.budget is None else loop.call_later(job.budget, _expire, core, job)
+    try:
+        await job.waker
+    except BaseException as exc:
+        # The deadline's own error is the waker's and has counted itself already.
+        if not (job.waker.done() and not job.waker.cancelled()
+                and job.waker.exception() is exc):
+            core.give_up(job, time.monotonic(), interrupted=True)
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return core.outcome(job, time.monotonic())
+
+
+def _expire(core: Core, job: Job) -> None:
+    error = core.give_up(job, time.monotonic())
+    if error is not None and not job.waker.done():
+        job.waker.set_exception(error)
 
 
 # SQLSTATE classes that mean the connection itself failed (not the caller's statement).

@@ -21,10 +21,9 @@ from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool
 
 from pgsteady import _core, _fork, _poollog
-from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
-from pgsteady.runner import DEFAULT
 from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
@@ -44,33 +43,6 @@ async def _all(cur: psycopg.AsyncCursor[Any]) -> Any:
 
 async def _rowcount(cur: psycopg.AsyncCursor[Any]) -> Any:
     return cur.rowcount
-
-
-async def wait_for_outcome(core: Core, job: Job) -> Any:
-    """The caller's side of an admitted ``job`` (its ``waker`` a future the job's runner
-    settles): wait until the outcome or the deadline, whichever comes first. A caller that
-    leaves (cancelled, Ctrl-C) counts as a passed deadline: a job not started is dropped, a
-    started one completes, abandoned. AsyncDatabase and AsyncSteady both wait this way."""
-    loop = asyncio.get_running_loop()
-    timer = None if job.budget is None else loop.call_later(job.budget, _expire, core, job)
-    try:
-        await job.waker
-    except BaseException as exc:
-        # The deadline's own error is the waker's and has counted itself already.
-        if not (job.waker.done() and not job.waker.cancelled()
-                and job.waker.exception() is exc):
-            core.give_up(job, time.monotonic(), interrupted=True)
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-    return core.outcome(job, time.monotonic())
-
-
-def _expire(core: Core, job: Job) -> None:
-    error = core.give_up(job, time.monotonic())
-    if error is not None and not job.waker.done():
-        job.waker.set_exception(error)
 
 
 class AsyncDatabase:
@@ -250,18 +222,14 @@ class AsyncDatabase:
     async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
         if self.breaker is None:
             return await self._unguarded(work, deadline)
-        return await self.breaker.aguard(lambda: self._unguarded(work, deadline),
-                                         _core.breaker_verdict)
+        return await _core.aguard(self.breaker, lambda: self._unguarded(work, deadline))
 
     async def _unguarded(self, work: AsyncWork, deadline: Duration) -> Any:
         if self._forked:
             await self._restart()
-        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
-        loop = asyncio.get_running_loop()
-        now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
+        job = _core.new_job(work, deadline, self.default_deadline)
         self._core.admit(job)
-        job.waker = loop.create_future()
+        job.waker = asyncio.get_running_loop().create_future()
         self._wake_one()
         return await wait_for_outcome(self._core, job)
 

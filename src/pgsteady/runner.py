@@ -30,23 +30,16 @@ from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool
 
 from pgsteady import _core, _direct, _fork, _poollog
-from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
+__all__ = ["DEFAULT", "Database", "DatabaseStats"]  # DEFAULT lives in _core, shown here too
+
 log = logging.getLogger("pgsteady.runner")
 
 T = TypeVar("T")
-
-
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Any = _Default()
-"""Use the Database's default deadline."""
 
 
 @dataclass(eq=False, slots=True)
@@ -304,8 +297,7 @@ class Database:
               single: bool = False) -> Any:
         if self.breaker is None:
             return self._unguarded(work, deadline, single)
-        return self.breaker.guard(lambda: self._unguarded(work, deadline, single),
-                                  _core.breaker_verdict)
+        return _core.guard(self.breaker, lambda: self._unguarded(work, deadline, single))
 
     def _unguarded(self, work: Callable[[Any, Job], Any], deadline: Duration,
                    single: bool) -> Any:
@@ -313,10 +305,8 @@ class Database:
         statement, so its caller may run it on a borrowed connection (``_direct``)."""
         if self._forked:
             self._restart()
-        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
-        now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
-        borrow = single and self._direct and (budget is None or budget > 0)
+        job = _core.new_job(work, deadline, self.default_deadline)
+        borrow = single and self._direct and (job.budget is None or job.budget > 0)
         with self._lock:  # one look: borrow an idle connection, else queue for a worker
             slot = self._lend(job) if borrow else None
             if slot is None:
@@ -329,22 +319,7 @@ class Database:
                         break
         if slot is not None:
             return self._drive(slot, job)
-        try:
-            answered = job.waker.acquire(timeout=-1 if budget is None else budget)
-        except BaseException:
-            # An exception raised into the wait (a signal handler's, Ctrl-C): as with a
-            # passed deadline, a job not started yet is dropped, a started one completes.
-            with self._lock:
-                self._core.give_up(job, time.monotonic(), interrupted=True)
-            raise
-        if answered:
-            with self._lock:
-                return self._core.outcome(job, time.monotonic())
-        with self._lock:
-            error = self._core.give_up(job, time.monotonic())
-            if error is None:
-                return self._core.outcome(job, time.monotonic())
-        raise error
+        return _core.wait_for_outcome_in_thread(self._core, job, self._lock)
 
     # -- a caller on a borrowed connection (see _direct) -------------------------------------
 
