@@ -51,6 +51,20 @@ def _calls(call: Callable[[str, int], Any], calls: int) -> dict[str, Any]:
     return {"wrong": wrong, "errors": errors, "pids": sorted(pids), "first_error": first_error}
 
 
+def _breaker() -> Any:
+    from pgsteady.guards.breaker import CircuitBreaker
+
+    return CircuitBreaker("forktest")
+
+
+def _held_locks(app: Any) -> list[Any]:
+    """The locks another thread of the parent might hold at the moment of the fork: the
+    executor's own and its breaker's. A child that waited for them would wait forever."""
+    db = app.db
+    own = getattr(db, "_lock", None) or getattr(db, "_ready", None)
+    return [lock for lock in (own, db.breaker._lock) if hasattr(lock, "acquire")]
+
+
 class Sync:
     """Database (``fetchone`` or ``run``) or Steady, called from plain code."""
 
@@ -59,7 +73,8 @@ class Sync:
         if kind in ("fetchone", "run"):
             from pgsteady.runner import Database
 
-            self.db: Any = Database(dsn, pool_size=2, pooler=pooler, service="forktest")
+            self.db: Any = Database(dsn, pool_size=2, pooler=pooler, service="forktest",
+                                    breaker=_breaker())
             self.db.wait(10)
             self.label = self.db.settings.application_name
             self.close: Callable[[], None] = self.db.close
@@ -69,7 +84,8 @@ class Sync:
             from pgsteady.sqlalchemy import Steady, url_from_dsn
 
             self.engine = create_engine(url_from_dsn(dsn), pool_size=2, max_overflow=0)
-            self.db = Steady(self.engine, pooler=pooler, service="forktest")
+            self.db = Steady(self.engine, pooler=pooler, service="forktest",
+                             breaker=_breaker())
             self.label = self.db.settings.application_name
             self.close = self.db.close
 
@@ -103,7 +119,8 @@ class Async:
         if self.kind == "async":
             from pgsteady.arunner import AsyncDatabase
 
-            self.db: Any = AsyncDatabase(dsn, pool_size=2, pooler=pooler, service="forktest")
+            self.db: Any = AsyncDatabase(dsn, pool_size=2, pooler=pooler, service="forktest",
+                                         breaker=_breaker())
             await self.db.open()
             await self.db.wait(10)
         else:
@@ -112,7 +129,8 @@ class Async:
             from pgsteady.sqlalchemy import AsyncSteady, url_from_dsn
 
             self.engine = create_async_engine(url_from_dsn(dsn), pool_size=2, max_overflow=0)
-            self.db = AsyncSteady(self.engine, pooler=pooler, service="forktest")
+            self.db = AsyncSteady(self.engine, pooler=pooler, service="forktest",
+                                  breaker=_breaker())
         self.label = self.db.settings.application_name
 
     async def acall(self, marker: str, i: int) -> Any:
@@ -215,6 +233,9 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
             exit_codes.append(process.exitcode if process.exitcode is not None else -1)
     else:
         pids = []
+        held = _held_locks(app) if options.get("hold_locks") else []
+        for lock in held:
+            lock.acquire()
         for n in range(children):
             pid = os.fork()
             if pid == 0:
@@ -229,7 +250,9 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
                     app.close()  # a child's close must close only what it opened
                 sys.exit(0)  # the interpreter's exit: finalisers, atexit
             pids.append(pid)
-        exit_codes = _wait_all(pids, 120)
+        for lock in held:
+            lock.release()
+        exit_codes = _wait_all(pids, 60)
     time.sleep(0.3)  # the ended children's sessions leave pg_stat_activity
     after = _calls(app.call, 20)  # the parent's sessions still serve it
     report = {

@@ -17,10 +17,12 @@ CHILDREN, CALLS = 3, 40
 
 
 def _run(tmp_path: Path, *, dsn: str, admin_dsn: str, kind: str, leave: str,
-         pooler: str = "direct", children: int = CHILDREN, calls: int = CALLS) -> dict[str, Any]:
+         pooler: str = "direct", children: int = CHILDREN, calls: int = CALLS,
+         hold_locks: bool = False) -> dict[str, Any]:
     """forking_app.py in its own interpreter (a fork under pytest would fork pytest too)."""
     options = {"dsn": dsn, "admin_dsn": admin_dsn, "kind": kind, "leave": leave,
-               "pooler": pooler, "children": children, "calls": calls, "out": str(tmp_path)}
+               "pooler": pooler, "children": children, "calls": calls, "out": str(tmp_path),
+               "hold_locks": hold_locks}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(APP), json.dumps(options)], env=env,
@@ -74,3 +76,16 @@ def test_forked_children_get_their_own_answers_through_pgbouncer(
                   pooler="transaction")
     _check(report, direct=False)
     assert reader.counts().total["not_ready"] == 0
+
+
+@pytest.mark.parametrize("kind", ["fetchone", "steady"])
+def test_a_child_forked_while_the_parents_locks_are_held_does_not_wait_for_them(
+        tmp_path, pgsteady_database, kind):
+    """Another thread of the parent holds the executor's lock and its breaker's at the
+    moment of the fork: the child starts with its own and never waits on the dead ones."""
+    if kind == "steady":
+        pytest.importorskip("sqlalchemy")
+    dsn = pgsteady_database.dsn
+    report = _run(tmp_path, dsn=dsn, admin_dsn=dsn, kind=kind, leave="_exit", children=2,
+                  calls=10, hold_locks=True)
+    _check(report, direct=True)
