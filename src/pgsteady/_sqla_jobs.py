@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, a
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql import Executable
 
-from pgsteady import _core
+from pgsteady import _core, _setup
 from pgsteady._core import Core, Job
 from pgsteady._sqla_wiring import Wiring
 from pgsteady.errors import QueryFailed, UsageError
@@ -102,7 +102,7 @@ def settle(job: Job) -> None:
 def setup(engine: Engine, *, concurrency: int | None, max_waiting: int | None, service: str,
            pooler: str, statement_timeout: Duration, lock_timeout: Duration,
            idle_in_transaction_timeout: Duration, deadline: Duration,
-           connect_timeout: Duration) -> _core.Setup:
+           connect_timeout: Duration) -> _setup.Setup:
     dialect = engine.dialect
     if dialect.name != "postgresql" or dialect.driver != "psycopg":
         raise UsageError(f"pgsteady.sqlalchemy needs a postgresql+psycopg engine (psycopg 3); "
@@ -113,7 +113,7 @@ def setup(engine: Engine, *, concurrency: int | None, max_waiting: int | None, s
             raise UsageError(f"the engine's {type(engine.pool).__name__} has no size; pass "
                              f"concurrency= (how many jobs may hold a connection at once)")
         concurrency = int(size())
-    return _core.Setup.of(
+    return _setup.Setup.of(
         pool_size=concurrency, max_waiting=max_waiting, service=service, pooler=pooler,
         statement_timeout=statement_timeout, lock_timeout=lock_timeout,
         idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,

@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool
 
-from pgsteady import _core, _fork, _poollog
+from pgsteady import _core, _fork, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
@@ -56,9 +56,9 @@ class AsyncDatabase:
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         pool_kwargs: dict[str, Any] | None = None, breaker: CircuitBreaker | None = None,
     ) -> None:
-        _core.check_conninfo(conninfo)
+        _setup.check_conninfo(conninfo)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
-        setup = _core.Setup.of(
+        setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
             idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
@@ -148,13 +148,13 @@ class AsyncDatabase:
         if self._check_slots:
             self._check_slots = False
             try:
-                row = await (await conn.execute(_core.SLOTS_QUERY)).fetchone()
+                row = await (await conn.execute(_setup.SLOTS_QUERY)).fetchone()
             except psycopg.Error as exc:  # a check, never a reason to refuse a connection
                 log.debug("could not read the server's connection slots: %s", exc)
                 await conn.rollback()
             else:
                 if row is not None:
-                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+                    _setup.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             await conn.execute(*self._set_query)
 
@@ -198,7 +198,7 @@ class AsyncDatabase:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
-        _core.check_statement(query, params, bytes_ok=not self._prefix)
+        _setup.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             async def plain(conn: psycopg.AsyncConnection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
@@ -213,7 +213,7 @@ class AsyncDatabase:
             try:
                 await cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
-                raise _core.not_in_transaction_mode(exc) from exc
+                raise _setup.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return await fetch(cur)
 

@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool
 
-from pgsteady import _core, _direct, _fork, _poollog
+from pgsteady import _core, _direct, _fork, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
@@ -92,9 +92,9 @@ class Database:
         open: bool = True, pool_kwargs: dict[str, Any] | None = None,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        _core.check_conninfo(conninfo)
+        _setup.check_conninfo(conninfo)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
-        setup = _core.Setup.of(
+        setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
             idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
@@ -210,13 +210,13 @@ class Database:
             check, self._check_slots = self._check_slots, False
         if check:
             try:
-                row = conn.execute(_core.SLOTS_QUERY).fetchone()
+                row = conn.execute(_setup.SLOTS_QUERY).fetchone()
             except psycopg.Error as exc:  # a check, never a reason to refuse a connection
                 log.debug("could not read the server's connection slots: %s", exc)
                 conn.rollback()
             else:
                 if row is not None:
-                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+                    _setup.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             conn.execute(*self._set_query)
 
@@ -272,7 +272,7 @@ class Database:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any, Job], Any]:
-        _core.check_statement(query, params, bytes_ok=not self._prefix)
+        _setup.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             def plain(conn: psycopg.Connection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
@@ -287,7 +287,7 @@ class Database:
             try:
                 cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
-                raise _core.not_in_transaction_mode(exc) from exc
+                raise _setup.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return fetch(cur)
 
@@ -347,6 +347,7 @@ class Database:
             raise left.error from None
         except BaseException as exc:
             if drive.handed:  # raised into the wait: the worker has the statement
+                _core.caller_left(exc)
                 raise
             error = _core.wrap_error(exc, job, broken=conn is None or conn.closed)
             self._return(slot, job, None, error)

@@ -35,7 +35,7 @@ from pgsteady._extras import needs
 with needs("sqlalchemy", "pgsteady.sqlalchemy (Steady, AsyncSteady)"):
     from sqlalchemy import URL
 
-from pgsteady import _core
+from pgsteady import _setup
 from pgsteady._sqla_async import AsyncSteady
 from pgsteady._sqla_sync import Steady
 
@@ -47,7 +47,7 @@ def url_from_dsn(dsn: str, *, driver: str = "psycopg") -> URL:
 
     Parameters a URL has no place for (``passfile``, ``sslmode``, a socket directory, several
     hosts) ride along as query arguments, which the psycopg dialect hands back to libpq."""
-    _core.check_conninfo(dsn)
+    _setup.check_conninfo(dsn)
     params = {key: str(value) for key, value in conninfo_to_dict(dsn).items()}
     host, port = params.get("host", ""), params.get("port", "")
     plain = bool(host) and not host.startswith("/") and "," not in host + port
