@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -194,6 +195,15 @@ def _close_inherited() -> None:
             asyncio.run(conn.close())
 
 
+def _busy(app: Any, stop: threading.Event, tally: dict[str, Any]) -> None:
+    while not stop.is_set():
+        result = _calls(app.call, 1)
+        tally["calls"] += 1
+        tally["wrong"] += result["wrong"]
+        tally["errors"] += result["errors"]
+        tally["first_error"] = tally["first_error"] or result["first_error"]
+
+
 def _wait_all(pids: list[int], timeout: float) -> list[int]:
     """Exit codes of forked children (bounded: a stuck child is killed and reported)."""
     codes: dict[int, int] = {}
@@ -220,6 +230,11 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
     app: Any = (Sync if kind in ("fetchone", "run", "steady") else Async)(
         kind, dsn, options["pooler"])
     before = _calls(app.call, 6)  # the parent uses its connections first
+    busy: dict[str, Any] = {"wrong": 0, "errors": 0, "calls": 0, "first_error": ""}
+    stop = threading.Event()
+    busy_thread = threading.Thread(target=_busy, args=(app, stop, busy))
+    if options.get("busy_parent"):  # a thread of the parent keeps calling through the forks
+        busy_thread.start()
     sessions_before = _sessions(admin, app.label)
     exit_codes: list[int] = []
     if leave == "mp":
@@ -253,6 +268,9 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
         for lock in held:
             lock.release()
         exit_codes = _wait_all(pids, 60)
+    stop.set()
+    if busy_thread.is_alive():
+        busy_thread.join(60)
     time.sleep(0.3)  # the ended children's sessions leave pg_stat_activity
     after = _calls(app.call, 20)  # the parent's sessions still serve it
     report = {
@@ -260,7 +278,7 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
         "children": [json.loads((out / f"{n}.json").read_text())
                      if (out / f"{n}.json").exists() else None for n in range(children)],
         "before": before, "after": after, "sessions_before": sessions_before,
-        "sessions_after": _sessions(admin, app.label),
+        "sessions_after": _sessions(admin, app.label), "busy": busy,
     }
     app.close()
     return report
