@@ -23,7 +23,13 @@ wired into the engine's events: ``direct``: startup ``options``; PgBouncer ``ses
 ``SET`` on each new connection (the pool's ``connect`` event); PgBouncer ``transaction``:
 ``set_config(..., true)`` inside each job's transaction, and ``prepare_threshold=None``
 (PgBouncer 1.18 cannot route prepared statements). ``application_name`` is always a startup
-parameter. Create the steady object before the engine's first connection.
+parameter. Create the steady object before the engine's first connection. Made before a fork
+(gunicorn ``--preload``, Celery prefork), each child resets the engine as
+``engine.dispose(close=False)`` does and never touches its parent's connections.
+
+This module is the face; ``AsyncSteady`` lives in :mod:`pgsteady._sqla_async`, the one
+source, from which ``scripts/async_to_sync.py`` generates ``Steady``
+(:mod:`pgsteady._sqla_sync`); what both share is :mod:`pgsteady._sqla_jobs`.
 """
 
 from __future__ import annotations
