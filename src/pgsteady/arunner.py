@@ -9,6 +9,7 @@ no task and no cancellation reaches the query. Cancelling the caller's own task 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,11 +20,10 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool
 
-from pgsteady import _core, _poollog
-from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady import _core, _fork, _poollog, _setup
+from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
-from pgsteady.runner import DEFAULT
 from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
@@ -45,33 +45,6 @@ async def _rowcount(cur: psycopg.AsyncCursor[Any]) -> Any:
     return cur.rowcount
 
 
-async def wait_for_outcome(core: Core, job: Job) -> Any:
-    """The caller's side of an admitted ``job`` (its ``waker`` a future the job's runner
-    settles): wait until the outcome or the deadline, whichever comes first. A caller that
-    leaves (cancelled, Ctrl-C) counts as a passed deadline: a job not started is dropped, a
-    started one completes, abandoned. AsyncDatabase and AsyncSteady both wait this way."""
-    loop = asyncio.get_running_loop()
-    timer = None if job.budget is None else loop.call_later(job.budget, _expire, core, job)
-    try:
-        await job.waker
-    except BaseException as exc:
-        # The deadline's own error is the waker's and has counted itself already.
-        if not (job.waker.done() and not job.waker.cancelled()
-                and job.waker.exception() is exc):
-            core.give_up(job, time.monotonic())
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-    return core.outcome(job, time.monotonic())
-
-
-def _expire(core: Core, job: Job) -> None:
-    error = core.give_up(job, time.monotonic())
-    if error is not None and not job.waker.done():
-        job.waker.set_exception(error)
-
-
 class AsyncDatabase:
     """The asyncio twin of :class:`~pgsteady.runner.Database`; call ``await open()`` first
     (or use ``async with``)."""
@@ -83,9 +56,9 @@ class AsyncDatabase:
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         pool_kwargs: dict[str, Any] | None = None, breaker: CircuitBreaker | None = None,
     ) -> None:
-        _core.check_conninfo(conninfo)
+        _setup.check_conninfo(conninfo)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
-        setup = _core.Setup.of(
+        setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
             idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
@@ -97,10 +70,12 @@ class AsyncDatabase:
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-            conninfo, **setup.pool_args(),
-            configure=self._configure if pooler in ("direct", "session") else None,
+        # Every connection passes _configure, which also lists it for _fork.
+        self._make_pool = functools.partial(
+            AsyncConnectionPool, conninfo, **setup.pool_args(), configure=self._configure,
             **(pool_kwargs or {}))
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = self._make_pool()
+        self._forked = False  # a child's copy, to start its own pool and workers on first use
         self._workers: list[asyncio.Task[None]] = []
         # Idle workers; those holding a connection are woken first, so a job never waits
         # for a connection while another worker holds one idle.
@@ -108,18 +83,41 @@ class AsyncDatabase:
         self._idle_empty: list[asyncio.Future[bool]] = []
         self.conninfo = redact(conninfo)
         self.breaker = breaker
+        _fork.track(self)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        await self._pool.open(wait=False)
         self._core.opened = True
+        await self._start()
+
+    async def _start(self) -> None:
+        await self._pool.open(wait=False)
         self._workers = [asyncio.create_task(self._worker(), name=f"pgsteady-worker-{i}")
                          for i in range(self._core.pool_size)]
+
+    def _after_fork(self) -> None:
+        """In a forked child (see :mod:`pgsteady._fork`): forget the parent's pool, worker
+        tasks and counts without calling into them; the first call here, in the child's own
+        event loop, starts new ones."""
+        _fork.keep(self._pool, self._workers, self._idle_holding, self._idle_empty, self._core)
+        core = self._core = self._core.fresh()
+        self._workers, self._idle_holding, self._idle_empty = [], [], []
+        self._pool = self._make_pool()
+        self._forked = core.opened and not core.closed
+        if self.breaker is not None:
+            self.breaker.after_fork()
+
+    async def _restart(self) -> None:
+        """The first call in a forked child starts the child's own pool and workers."""
+        self._forked = False
+        await self._start()
 
     async def wait(self, timeout: Duration = 30.0) -> None:
         """See ``Database.wait``: the Database stays usable if this times out."""
         seconds = to_seconds(timeout, "timeout") or 30.0
+        if self._forked:
+            await self._restart()
         deadline = time.monotonic() + seconds
         while (self._core.held + self._pool.get_stats().get("pool_available", 0)
                < self._core.pool_size):
@@ -146,16 +144,17 @@ class AsyncDatabase:
         await self.close()
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        _fork.remember(conn)
         if self._check_slots:
             self._check_slots = False
             try:
-                row = await (await conn.execute(_core.SLOTS_QUERY)).fetchone()
+                row = await (await conn.execute(_setup.SLOTS_QUERY)).fetchone()
             except psycopg.Error as exc:  # a check, never a reason to refuse a connection
                 log.debug("could not read the server's connection slots: %s", exc)
                 await conn.rollback()
             else:
                 if row is not None:
-                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+                    _setup.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             await conn.execute(*self._set_query)
 
@@ -199,7 +198,7 @@ class AsyncDatabase:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
-        _core.check_statement(query, params, bytes_ok=not self._prefix)
+        _setup.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             async def plain(conn: psycopg.AsyncConnection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
@@ -214,7 +213,7 @@ class AsyncDatabase:
             try:
                 await cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
-                raise _core.not_in_transaction_mode(exc) from exc
+                raise _setup.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return await fetch(cur)
 
@@ -223,16 +222,14 @@ class AsyncDatabase:
     async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
         if self.breaker is None:
             return await self._unguarded(work, deadline)
-        return await self.breaker.aguard(lambda: self._unguarded(work, deadline),
-                                         _core.breaker_verdict)
+        return await _core.aguard(self.breaker, lambda: self._unguarded(work, deadline))
 
     async def _unguarded(self, work: AsyncWork, deadline: Duration) -> Any:
-        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
-        loop = asyncio.get_running_loop()
-        now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
+        if self._forked:
+            await self._restart()
+        job = _core.new_job(work, deadline, self.default_deadline)
         self._core.admit(job)
-        job.waker = loop.create_future()
+        job.waker = asyncio.get_running_loop().create_future()
         self._wake_one()
         return await wait_for_outcome(self._core, job)
 
@@ -275,7 +272,8 @@ class AsyncDatabase:
                         continue
                 await self._run(job, conn)
                 turns += 1
-                if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
+                if (conn.closed or turns >= _core.KEEP_CONNECTION_FOR
+                        or conn.pgconn.transaction_status != _IDLE):  # the pool resets it
                     await self._give_back(conn)
                     conn, turns = None, 0
         finally:
@@ -327,6 +325,9 @@ class AsyncDatabase:
         finally:
             self._core.finish(job, result, error)
             _settle(job)
+
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
 def _wake(idle: asyncio.Future[bool], woken: bool) -> None:

@@ -16,6 +16,7 @@ jobs between callers, workers and the pool, each in its own concurrency model.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -28,24 +29,17 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool
 
-from pgsteady import _core, _direct, _poollog
-from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady import _core, _direct, _fork, _poollog, _setup
+from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
+__all__ = ["DEFAULT", "Database", "DatabaseStats"]  # DEFAULT lives in _core, shown here too
+
 log = logging.getLogger("pgsteady.runner")
 
 T = TypeVar("T")
-
-
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Any = _Default()
-"""Use the Database's default deadline."""
 
 
 @dataclass(eq=False, slots=True)
@@ -98,9 +92,9 @@ class Database:
         open: bool = True, pool_kwargs: dict[str, Any] | None = None,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        _core.check_conninfo(conninfo)
+        _setup.check_conninfo(conninfo)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
-        setup = _core.Setup.of(
+        setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
             idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
@@ -123,13 +117,16 @@ class Database:
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            conninfo, **setup.pool_args(),
-            configure=self._configure if pooler in ("direct", "session") else None,
-            **kwargs)
+        # Every connection passes _configure, which also lists it for _fork.
+        self._make_pool = functools.partial(
+            ConnectionPool, conninfo, **setup.pool_args(),
+            configure=self._configure, **kwargs)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = self._make_pool()
         self._workers: list[threading.Thread] = []
+        self._forked = False  # a child's copy, to start its own pool and workers on first use
         self.conninfo = redact(conninfo)
         self.breaker = breaker
+        _fork.track(self)
         if open:
             self.open()
 
@@ -137,8 +134,11 @@ class Database:
 
     def open(self) -> None:
         """Start connecting (in the background) and start the workers."""
-        self._pool.open(wait=False)
         self._core.opened = True
+        self._start()
+
+    def _start(self) -> None:
+        self._pool.open(wait=False)
         self._workers = [
             threading.Thread(target=self._worker, name=f"pgsteady-{self.settings.service}-{i}",
                              daemon=True)
@@ -147,11 +147,32 @@ class Database:
         for worker in self._workers:
             worker.start()
 
+    def _after_fork(self) -> None:
+        """In a forked child (see :mod:`pgsteady._fork`): forget the parent's pool, workers,
+        lock and counts without calling into them; the first call here starts new ones."""
+        _fork.keep(self._pool, self._slots, self._workers, self._lock, self._core)
+        core = self._core = self._core.fresh()
+        self._lock = threading.Lock()
+        self._idle_holding, self._idle_empty, self._slots, self._workers = [], [], [], []
+        self._pool = self._make_pool()
+        self._forked = core.opened and not core.closed
+        if self.breaker is not None:
+            self.breaker.after_fork()
+
+    def _restart(self) -> None:
+        """The first call in a forked child starts the child's own pool and workers."""
+        with self._lock:
+            start, self._forked = self._forked, False
+        if start:
+            self._start()
+
     def wait(self, timeout: Duration = 30.0) -> None:
         """Block until the pool has opened all its connections, or raise
         :class:`CannotConnect`; the Database stays usable and keeps trying either way.
         (psycopg_pool's own ``wait`` closes the pool when it times out.)"""
         seconds = to_seconds(timeout, "timeout") or 30.0
+        if self._forked:
+            self._restart()
         deadline = time.monotonic() + seconds
         while self._open_connections() < self._core.pool_size:
             if time.monotonic() >= deadline:
@@ -184,17 +205,18 @@ class Database:
         self.close()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        _fork.remember(conn)
         with self._lock:  # the pool configures connections from several threads
             check, self._check_slots = self._check_slots, False
         if check:
             try:
-                row = conn.execute(_core.SLOTS_QUERY).fetchone()
+                row = conn.execute(_setup.SLOTS_QUERY).fetchone()
             except psycopg.Error as exc:  # a check, never a reason to refuse a connection
                 log.debug("could not read the server's connection slots: %s", exc)
                 conn.rollback()
             else:
                 if row is not None:
-                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+                    _setup.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             conn.execute(*self._set_query)
 
@@ -250,7 +272,7 @@ class Database:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any, Job], Any]:
-        _core.check_statement(query, params, bytes_ok=not self._prefix)
+        _setup.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             def plain(conn: psycopg.Connection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
@@ -265,7 +287,7 @@ class Database:
             try:
                 cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
-                raise _core.not_in_transaction_mode(exc) from exc
+                raise _setup.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return fetch(cur)
 
@@ -275,17 +297,16 @@ class Database:
               single: bool = False) -> Any:
         if self.breaker is None:
             return self._unguarded(work, deadline, single)
-        return self.breaker.guard(lambda: self._unguarded(work, deadline, single),
-                                  _core.breaker_verdict)
+        return _core.guard(self.breaker, lambda: self._unguarded(work, deadline, single))
 
     def _unguarded(self, work: Callable[[Any, Job], Any], deadline: Duration,
                    single: bool) -> Any:
         """Run ``work`` and wait for it until the deadline. ``single``: it sends one
         statement, so its caller may run it on a borrowed connection (``_direct``)."""
-        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
-        now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
-        borrow = single and self._direct and (budget is None or budget > 0)
+        if self._forked:
+            self._restart()
+        job = _core.new_job(work, deadline, self.default_deadline)
+        borrow = single and self._direct and (job.budget is None or job.budget > 0)
         with self._lock:  # one look: borrow an idle connection, else queue for a worker
             slot = self._lend(job) if borrow else None
             if slot is None:
@@ -298,22 +319,7 @@ class Database:
                         break
         if slot is not None:
             return self._drive(slot, job)
-        try:
-            answered = job.waker.acquire(timeout=-1 if budget is None else budget)
-        except BaseException:
-            # Ctrl-C (or anything else) ended the caller's wait: as with a passed deadline,
-            # a job not started yet is dropped, a started one completes, abandoned.
-            with self._lock:
-                self._core.give_up(job, time.monotonic())
-            raise
-        if answered:
-            with self._lock:
-                return self._core.outcome(job, time.monotonic())
-        with self._lock:
-            error = self._core.give_up(job, time.monotonic())
-            if error is None:
-                return self._core.outcome(job, time.monotonic())
-        raise error
+        return _core.wait_for_outcome_in_thread(self._core, job, self._lock)
 
     # -- a caller on a borrowed connection (see _direct) -------------------------------------
 
@@ -331,7 +337,8 @@ class Database:
 
     def _drive(self, slot: _Slot, job: Job) -> Any:
         conn = slot.conn
-        drive = _direct.Drive(job.deadline, lambda gen: self._leave(slot, job, gen))
+        drive = _direct.Drive(job.deadline,
+                              lambda gen, interrupted: self._leave(slot, job, gen, interrupted))
         try:
             assert isinstance(conn, _direct.DrivenConnection)
             conn.pgsteady_drive = drive
@@ -339,7 +346,8 @@ class Database:
         except _direct.Left as left:  # the deadline passed; the worker finishes the statement
             raise left.error from None
         except BaseException as exc:
-            if drive.handed:  # Ctrl-C during the wait: the worker has the statement
+            if drive.handed:  # raised into the wait: the worker has the statement
+                _core.caller_left(exc)
                 raise
             error = _core.wrap_error(exc, job, broken=conn is None or conn.closed)
             self._return(slot, job, None, error)
@@ -358,17 +366,18 @@ class Database:
             self._core.finish(job, result, error)
             slot.lent = False
             slot.turns += 1
-            if (self._core.waiting or self._core.closed or slot.conn.closed
+            if (self._core.waiting or self._core.closed or not _direct.ready(slot.conn)
                     or slot.turns >= _core.KEEP_CONNECTION_FOR):
                 slot.wake.set()
             else:
                 self._idle_holding.append(slot)
 
-    def _leave(self, slot: _Slot, job: Job, gen: Any) -> BaseException:
-        """The caller leaves mid-statement: its worker drives the statement to its end."""
+    def _leave(self, slot: _Slot, job: Job, gen: Any, interrupted: bool) -> BaseException:
+        """The caller leaves mid-statement (its deadline passed, or ``interrupted``): its
+        worker drives the statement to its end."""
         with self._lock:
             slot.left = (gen, job)
-            error = self._core.give_up(job, time.monotonic())
+            error = self._core.give_up(job, time.monotonic(), interrupted)
             slot.wake.set()
         assert error is not None  # a started job ends only by the worker, after this
         return error
@@ -411,7 +420,8 @@ class Database:
                             if slot in idle:
                                 idle.remove(slot)
                         retire = slot.conn is not None and (
-                            slot.conn.closed or slot.turns >= _core.KEEP_CONNECTION_FOR)
+                            not _direct.ready(slot.conn)
+                            or slot.turns >= _core.KEEP_CONNECTION_FOR)
                         job = None if retire else self._core.take()
                         if job is None and not retire:
                             if self._core.closed:
@@ -447,6 +457,7 @@ class Database:
     def _give_back(self, slot: _Slot) -> None:
         conn = slot.conn
         assert conn is not None
+        _direct.settle(conn)  # never back to the pool mid-statement or mid-transaction
         with self._lock:
             self._core.held -= 1
             slot.conn, slot.turns = None, 0
