@@ -114,7 +114,8 @@ def db_check(db: Any) -> Check:
     transaction that reports whether the server is a primary."""
     from pgsteady.arunner import AsyncDatabase  # noqa: PLC0415 - avoid an import cycle
 
-    if type(db).__module__ == "pgsteady.sqlalchemy":  # Steady, AsyncSteady: SQLAlchemy's
+    if type(db).__name__ in ("Steady", "AsyncSteady") and \
+            type(db).__module__.startswith("pgsteady."):  # SQLAlchemy's statements
         return _steady_check(db)
     if not (callable(getattr(db, "fetchone", None)) and callable(getattr(db, "run", None))):
         raise UsageError(f"db_check needs a Database or AsyncDatabase, got "

@@ -149,7 +149,6 @@ _EXCLUSIVE_RELOPTIONS = frozenset({"user_catalog_table", "fastupdate", "bufferin
                                    "recheck_on_update"})
 _RELATION_OBJECTS = {OT.OBJECT_TABLE, OT.OBJECT_INDEX, OT.OBJECT_VIEW, OT.OBJECT_MATVIEW,
                      OT.OBJECT_SEQUENCE, OT.OBJECT_FOREIGN_TABLE}
-_DROP_RELATIONS = _RELATION_OBJECTS  # kept: lint's historical name
 # Objects that live on a table and are named "<table>.<object>" in DROP / COMMENT.
 _TABLE_OBJECTS = {OT.OBJECT_TRIGGER, OT.OBJECT_RULE, OT.OBJECT_POLICY, OT.OBJECT_TABCONSTRAINT}
 _NOT_IN_TRANSACTION = (ast.CreatedbStmt, ast.DropdbStmt, ast.AlterSystemStmt,
