@@ -277,6 +277,12 @@ class Core:
             raise job.error
         return job.result
 
+    def fresh(self) -> Core:
+        """A forked child's counts: none yet, open or closed as its parent's executor was."""
+        core = Core(self.pool_size, self.max_waiting, kind=self.kind)
+        core.opened, core.closed = self.opened, self.closed
+        return core
+
     def snapshot(self) -> DatabaseStats:
         return DatabaseStats(
             pool_size=self.pool_size, connections_in_use=self.running,

@@ -21,7 +21,7 @@ import psycopg
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from pgsteady import _core
+from pgsteady import _core, _fork
 from pgsteady.errors import UsageError
 from pgsteady.settings import SessionSettings
 
@@ -55,6 +55,7 @@ class Wiring:
         self._startup = settings.connect_kwargs()
         self._connect_timeout = str(max(2, round(connect_timeout)))
         event.listen(engine, "do_connect", self._do_connect)
+        event.listen(engine, "connect", _remember)
         if settings.pooler == "session":
             event.listen(engine, "connect", self._on_connect)
         pool: Any = engine.pool
@@ -109,13 +110,32 @@ class Wiring:
         if session.info.get(BEGUN) and self.local is not None:
             connection.exec_driver_sql(*self.local)
 
+    def after_fork(self) -> None:
+        """In a forked child (see :mod:`pgsteady._fork`): the engine forgets the parent's
+        connections without closing them, as ``engine.dispose(close=False)`` does; those it
+        opened before this object hooked its events are silenced first, as ours were."""
+        pool: Any = self.engine.pool
+        queue = getattr(getattr(pool, "_pool", None), "queue", ())
+        for record in list(queue):
+            dbapi = getattr(record, "dbapi_connection", None)
+            if dbapi is not None:
+                _fork.silence(getattr(dbapi, "driver_connection", dbapi))
+        _fork.keep(pool)
+        self.engine.dispose(close=False)
+
     def remove(self) -> None:
         with _LOCK:
             if _WIRED.pop(self.engine, None) is None:
                 return
         event.remove(self.engine, "do_connect", self._do_connect)
+        event.remove(self.engine, "connect", _remember)
         if self.settings.pooler == "session":
             event.remove(self.engine, "connect", self._on_connect)
+
+
+def _remember(dbapi_connection: Any, _record: Any) -> None:
+    """Every connection the engine opens, listed to be silenced in a forked child."""
+    _fork.remember(getattr(dbapi_connection, "driver_connection", dbapi_connection))
 
 
 def _prefixed_cursors(prefix: str) -> tuple[type[psycopg.AsyncClientCursor[Any]],

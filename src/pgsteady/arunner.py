@@ -9,6 +9,7 @@ no task and no cancellation reaches the query. Cancelling the caller's own task 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool
 
-from pgsteady import _core, _poollog
+from pgsteady import _core, _fork, _poollog
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
@@ -97,10 +98,12 @@ class AsyncDatabase:
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
-            conninfo, **setup.pool_args(),
-            configure=self._configure if pooler in ("direct", "session") else None,
+        # Every connection passes _configure, which also lists it for _fork.
+        self._make_pool = functools.partial(
+            AsyncConnectionPool, conninfo, **setup.pool_args(), configure=self._configure,
             **(pool_kwargs or {}))
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = self._make_pool()
+        self._forked = False  # a child's copy, to start its own pool and workers on first use
         self._workers: list[asyncio.Task[None]] = []
         # Idle workers; those holding a connection are woken first, so a job never waits
         # for a connection while another worker holds one idle.
@@ -108,18 +111,41 @@ class AsyncDatabase:
         self._idle_empty: list[asyncio.Future[bool]] = []
         self.conninfo = redact(conninfo)
         self.breaker = breaker
+        _fork.track(self)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        await self._pool.open(wait=False)
         self._core.opened = True
+        await self._start()
+
+    async def _start(self) -> None:
+        await self._pool.open(wait=False)
         self._workers = [asyncio.create_task(self._worker(), name=f"pgsteady-worker-{i}")
                          for i in range(self._core.pool_size)]
+
+    def _after_fork(self) -> None:
+        """In a forked child (see :mod:`pgsteady._fork`): forget the parent's pool, worker
+        tasks and counts without calling into them; the first call here, in the child's own
+        event loop, starts new ones."""
+        _fork.keep(self._pool, self._workers, self._idle_holding, self._idle_empty, self._core)
+        core = self._core = self._core.fresh()
+        self._workers, self._idle_holding, self._idle_empty = [], [], []
+        self._pool = self._make_pool()
+        self._forked = core.opened and not core.closed
+        if self.breaker is not None:
+            self.breaker.after_fork()
+
+    async def _restart(self) -> None:
+        """The first call in a forked child starts the child's own pool and workers."""
+        self._forked = False
+        await self._start()
 
     async def wait(self, timeout: Duration = 30.0) -> None:
         """See ``Database.wait``: the Database stays usable if this times out."""
         seconds = to_seconds(timeout, "timeout") or 30.0
+        if self._forked:
+            await self._restart()
         deadline = time.monotonic() + seconds
         while (self._core.held + self._pool.get_stats().get("pool_available", 0)
                < self._core.pool_size):
@@ -146,6 +172,7 @@ class AsyncDatabase:
         await self.close()
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        _fork.remember(conn)
         if self._check_slots:
             self._check_slots = False
             try:
@@ -227,6 +254,8 @@ class AsyncDatabase:
                                          _core.breaker_verdict)
 
     async def _unguarded(self, work: AsyncWork, deadline: Duration) -> Any:
+        if self._forked:
+            await self._restart()
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         loop = asyncio.get_running_loop()
         now = time.monotonic()

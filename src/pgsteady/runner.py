@@ -16,6 +16,7 @@ jobs between callers, workers and the pool, each in its own concurrency model.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool
 
-from pgsteady import _core, _direct, _poollog
+from pgsteady import _core, _direct, _fork, _poollog
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
@@ -123,13 +124,16 @@ class Database:
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
-        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            conninfo, **setup.pool_args(),
-            configure=self._configure if pooler in ("direct", "session") else None,
-            **kwargs)
+        # Every connection passes _configure, which also lists it for _fork.
+        self._make_pool = functools.partial(
+            ConnectionPool, conninfo, **setup.pool_args(),
+            configure=self._configure, **kwargs)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = self._make_pool()
         self._workers: list[threading.Thread] = []
+        self._forked = False  # a child's copy, to start its own pool and workers on first use
         self.conninfo = redact(conninfo)
         self.breaker = breaker
+        _fork.track(self)
         if open:
             self.open()
 
@@ -137,8 +141,11 @@ class Database:
 
     def open(self) -> None:
         """Start connecting (in the background) and start the workers."""
-        self._pool.open(wait=False)
         self._core.opened = True
+        self._start()
+
+    def _start(self) -> None:
+        self._pool.open(wait=False)
         self._workers = [
             threading.Thread(target=self._worker, name=f"pgsteady-{self.settings.service}-{i}",
                              daemon=True)
@@ -147,11 +154,32 @@ class Database:
         for worker in self._workers:
             worker.start()
 
+    def _after_fork(self) -> None:
+        """In a forked child (see :mod:`pgsteady._fork`): forget the parent's pool, workers,
+        lock and counts without calling into them; the first call here starts new ones."""
+        _fork.keep(self._pool, self._slots, self._workers, self._lock, self._core)
+        core = self._core = self._core.fresh()
+        self._lock = threading.Lock()
+        self._idle_holding, self._idle_empty, self._slots, self._workers = [], [], [], []
+        self._pool = self._make_pool()
+        self._forked = core.opened and not core.closed
+        if self.breaker is not None:
+            self.breaker.after_fork()
+
+    def _restart(self) -> None:
+        """The first call in a forked child starts the child's own pool and workers."""
+        with self._lock:
+            start, self._forked = self._forked, False
+        if start:
+            self._start()
+
     def wait(self, timeout: Duration = 30.0) -> None:
         """Block until the pool has opened all its connections, or raise
         :class:`CannotConnect`; the Database stays usable and keeps trying either way.
         (psycopg_pool's own ``wait`` closes the pool when it times out.)"""
         seconds = to_seconds(timeout, "timeout") or 30.0
+        if self._forked:
+            self._restart()
         deadline = time.monotonic() + seconds
         while self._open_connections() < self._core.pool_size:
             if time.monotonic() >= deadline:
@@ -184,6 +212,7 @@ class Database:
         self.close()
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        _fork.remember(conn)
         with self._lock:  # the pool configures connections from several threads
             check, self._check_slots = self._check_slots, False
         if check:
@@ -282,6 +311,8 @@ class Database:
                    single: bool) -> Any:
         """Run ``work`` and wait for it until the deadline. ``single``: it sends one
         statement, so its caller may run it on a borrowed connection (``_direct``)."""
+        if self._forked:
+            self._restart()
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(work, budget, now, None if budget is None else now + budget)

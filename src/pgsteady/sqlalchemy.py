@@ -53,7 +53,7 @@ with needs("sqlalchemy", "pgsteady.sqlalchemy (Steady, AsyncSteady)"):
     from sqlalchemy.sql import Executable
     from sqlalchemy.sql.selectable import TypedReturnsRows
 
-from pgsteady import _core
+from pgsteady import _core, _fork
 from pgsteady._core import Core, DatabaseStats, Job
 from pgsteady._sqla_wiring import BEGUN as _BEGUN
 from pgsteady._sqla_wiring import Wiring as _Wiring
@@ -185,6 +185,16 @@ class AsyncSteady:
         self._core.opened = True
         self._active = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        _fork.track(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (:mod:`pgsteady._fork`): forget the parent's tasks, untouched."""
+        _fork.keep(self._tasks, self._core)
+        self._core = self._core.fresh()
+        self._active, self._tasks = 0, set()
+        self._wiring.after_fork()
+        if self.breaker is not None:
+            self.breaker.after_fork()
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -468,11 +478,34 @@ class Steady:
         self._core = Core(setup.pool_size, setup.max_waiting, kind="Steady")
         self._core.opened = True
         self._ready = threading.Condition()
+        self._workers: list[threading.Thread] = []
+        self._forked = False  # a child's copy, to start its own workers on first use
+        self._start()
+        _fork.track(self)
+
+    def _start(self) -> None:
         self._workers = [threading.Thread(target=self._worker, daemon=True,
-                                          name=f"pgsteady-{service}-sa-{i}")
-                         for i in range(setup.pool_size)]
+                                          name=f"pgsteady-{self.settings.service}-sa-{i}")
+                         for i in range(self._core.pool_size)]
         for worker in self._workers:
             worker.start()
+
+    def _after_fork(self) -> None:
+        """In a forked child (:mod:`pgsteady._fork`): forget the parent's workers, untouched;
+        the first call here starts the child's own."""
+        _fork.keep(self._workers, self._ready, self._core)
+        self._core = self._core.fresh()
+        self._ready, self._workers = threading.Condition(), []
+        self._forked = not self._core.closed
+        self._wiring.after_fork()
+        if self.breaker is not None:
+            self.breaker.after_fork()
+
+    def _restart(self) -> None:  # the first call in a forked child
+        with self._ready:
+            start, self._forked = self._forked, False
+        if start:
+            self._start()
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -556,6 +589,8 @@ class Steady:
                                   _core.breaker_verdict)
 
     def _unguarded(self, work: Callable[[Any], Any], deadline: Duration, core: bool) -> Any:
+        if self._forked:
+            self._restart()
         budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
         now = time.monotonic()
         job = Job(_Alone(work) if core else _ignore_job(work), budget, now,

@@ -223,6 +223,16 @@ class CircuitBreaker:
             return "failure"
         return "success" if isinstance(exc, Exception) else "neutral"
 
+    def after_fork(self) -> None:
+        """In a forked child (the executors call this): a fresh lock, as the parent's may be
+        held by a thread that does not exist here, and a fresh window: the child's calls are
+        its own."""
+        self._lock = threading.Lock()
+        self._buckets.clear()
+        self._calls_in_window = self._failures_in_window = self._streak = 0
+        self._state, self._trials, self._trial_successes = "closed", 0, 0
+        self._epoch += 1
+
     def reset(self) -> None:
         """Close the breaker and forget its window (an operator's override)."""
         with self._lock:
