@@ -4,18 +4,22 @@ services in ``apps/`` (the Deploying page's sources) start with."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from celery import Celery
 
 from pgsteady.lab.cluster import Cluster
+from pgsteady.lab.redis_server import RedisServer
 
 APPS = Path(__file__).parent / "apps"
 SRC = Path(__file__).parents[2] / "src"
@@ -82,3 +86,82 @@ def stop(proc: subprocess.Popen[Any], timeout: float = 20.0) -> str:
         proc.kill()
         out, _ = proc.communicate(timeout=10)
     return out or ""
+
+
+def get(port: int, path: str, timeout: float = 30.0) -> tuple[int, dict[str, Any]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        response = conn.getresponse()
+        body = response.read()
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = {"raw": body[:200].decode(errors="replace")}
+        return response.status, data
+    finally:
+        conn.close()
+
+
+def start_gunicorn(config: str, app: str, bouncer: Bouncer, tmp_path: Path,
+                   *extra: str, **env: str) -> tuple[subprocess.Popen[str], int, Path]:
+    """gunicorn with one of the page's configs, bound to a free port; its log in a file."""
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    proc = subprocess.Popen(
+        ["gunicorn", "-c", str(APPS / config), "-b", f"127.0.0.1:{port}", *extra, app],
+        cwd=APPS, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+        env=app_env(PGSTEADY_DSN=bouncer.dsn, MASTER_REPORT=str(tmp_path / "master.json"),
+                    **env))
+    try:
+        wait_http(port, proc)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, port, log
+
+
+class Worker:
+    """A ``celery worker`` child process and a client app to send it tasks by name."""
+
+    def __init__(self, bouncer: Bouncer, redis: RedisServer, log: Path, **env: str) -> None:
+        broker = redis.url
+        backend = redis.url[:-1] + "1"  # results in Redis database 1
+        self.log = log
+        self.proc = subprocess.Popen(
+            ["celery", "-A", "celery_app", "worker", "--pool=prefork", "--concurrency=2",
+             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=APPS, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+            env=app_env(PGSTEADY_DSN=bouncer.dsn, CELERY_BROKER_URL=broker,
+                        CELERY_RESULT_BACKEND=backend, **env))
+        self.client = Celery("client", broker=broker, backend=backend)
+        self.client.conf.broker_connection_retry_on_startup = True
+
+    def send(self, name: str, *args: Any) -> Any:
+        return self.client.send_task(f"celery_app.{name}", args=args)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while "ready." not in self.log.read_text():
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the Celery worker did not start"
+            time.sleep(0.2)
+
+    def close(self) -> str:
+        self.client.close()
+        return self.log.read_text() + stop(self.proc, timeout=30)
+
+
+@pytest.fixture
+def celery_worker(bouncer: Bouncer, pgsteady_redis: RedisServer,
+                  tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    made: list[Worker] = []
+
+    def make(**env: str) -> Worker:
+        made.append(Worker(bouncer, pgsteady_redis, tmp_path / f"worker{len(made)}.log", **env))
+        made[-1].wait_ready()
+        return made[-1]
+
+    yield make
+    for worker in made:
+        worker.close()

@@ -4,65 +4,9 @@ transaction mode (issue 37 measured 42 of 60 task results wrong)."""
 
 from __future__ import annotations
 
-import subprocess
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
-from celery import Celery
-
-from conftest import APPS, Bouncer, app_env, stop
-from pgsteady.lab.redis_server import RedisServer
 
 TASKS = 60
-
-
-class Worker:
-    """A ``celery worker`` child process and a client app to send it tasks by name."""
-
-    def __init__(self, bouncer: Bouncer, redis: RedisServer, log: Path, **env: str) -> None:
-        broker = redis.url
-        backend = redis.url[:-1] + "1"  # results in Redis database 1
-        self.log = log
-        self.proc = subprocess.Popen(
-            ["celery", "-A", "celery_app", "worker", "--pool=prefork", "--concurrency=2",
-             "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=APPS, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
-            env=app_env(PGSTEADY_DSN=bouncer.dsn, CELERY_BROKER_URL=broker,
-                        CELERY_RESULT_BACKEND=backend, **env))
-        self.client = Celery("client", broker=broker, backend=backend)
-        self.client.conf.broker_connection_retry_on_startup = True
-
-    def send(self, name: str, *args: Any) -> Any:
-        return self.client.send_task(f"celery_app.{name}", args=args)
-
-    def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while "ready." not in self.log.read_text():
-            assert self.proc.poll() is None, self.log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "the Celery worker did not start"
-            time.sleep(0.2)
-
-    def close(self) -> str:
-        self.client.close()
-        return self.log.read_text() + stop(self.proc, timeout=30)
-
-
-@pytest.fixture
-def celery_worker(bouncer: Bouncer, pgsteady_redis: RedisServer,
-                  tmp_path: Path) -> Iterator[Callable[..., Worker]]:
-    made: list[Worker] = []
-
-    def make(**env: str) -> Worker:
-        made.append(Worker(bouncer, pgsteady_redis, tmp_path / f"worker{len(made)}.log", **env))
-        made[-1].wait_ready()
-        return made[-1]
-
-    yield make
-    for worker in made:
-        worker.close()
 
 
 def test_celery_prefork_tasks_get_their_own_answers(celery_worker):

@@ -5,52 +5,16 @@ wrong on sync workers)."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import subprocess
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import APPS, Bouncer, app_env, free_port, stop, wait_http
+from conftest import get, start_gunicorn, stop
 
 CLIENTS = 8
 REQUESTS = 30  # per client: 240 in all
-
-
-def get(port: int, path: str, timeout: float = 30.0) -> tuple[int, dict[str, Any]]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path, headers={"Connection": "close"})
-        response = conn.getresponse()
-        body = response.read()
-        try:
-            data = json.loads(body)
-        except ValueError:
-            data = {"raw": body[:200].decode(errors="replace")}
-        return response.status, data
-    finally:
-        conn.close()
-
-
-def start_gunicorn(config: str, app: str, bouncer: Bouncer, tmp_path: Path,
-                   *extra: str, **env: str) -> tuple[subprocess.Popen[str], int, Path]:
-    """gunicorn with one of the page's configs, bound to a free port; its log in a file."""
-    port = free_port()
-    log = tmp_path / "gunicorn.log"
-    proc = subprocess.Popen(
-        ["gunicorn", "-c", str(APPS / config), "-b", f"127.0.0.1:{port}", *extra, app],
-        cwd=APPS, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
-        env=app_env(PGSTEADY_DSN=bouncer.dsn, MASTER_REPORT=str(tmp_path / "master.json"),
-                    **env))
-    try:
-        wait_http(port, proc)
-    except BaseException:
-        stop(proc)
-        raise
-    return proc, port, log
 
 
 def hammer(port: int, check: Any) -> dict[str, Any]:

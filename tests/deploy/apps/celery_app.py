@@ -9,6 +9,7 @@ import os
 from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.schedules import crontab
+from celery.signals import worker_process_shutdown
 
 from pgsteady import Database, DeadlineExceeded
 
@@ -16,7 +17,8 @@ from pgsteady import Database, DeadlineExceeded
 # visibility timeout). A task that meets a stalled database then gives up at its deadline;
 # the hard limit, which kills the process and every connection it holds, never fires.
 DEADLINE = float(os.environ.get("JOB_DEADLINE", "2"))
-SOFT_TIME_LIMIT = float(os.environ.get("JOB_SOFT_TIME_LIMIT", "10"))
+SOFT_TIME_LIMIT = os.environ.get("JOB_SOFT_TIME_LIMIT", "10")
+SOFT_TIME_LIMIT = None if SOFT_TIME_LIMIT == "none" else float(SOFT_TIME_LIMIT)
 TIME_LIMIT = float(os.environ.get("JOB_TIME_LIMIT", "15"))
 BURST_SPREAD = float(os.environ.get("JOB_BURST_SPREAD", "300"))  # seconds
 
@@ -37,6 +39,14 @@ db = Database(os.environ["PGSTEADY_DSN"], pool_size=2, pooler="transaction", ser
               deadline=DEADLINE)
 
 
+
+@worker_process_shutdown.connect
+def close_database(**_):
+    """A pool process that ends (a graceful stop, max_tasks_per_child) lets the jobs its
+    callers left finish, and closes its connections idle."""
+    db.close()
+
+
 @app.task
 def whoami(rid):
     """Ask for a text only this process and task know; return what came back."""
@@ -45,11 +55,18 @@ def whoami(rid):
     return {"asked": asked, "got": got, "pid": os.getpid()}
 
 
+def _restock(conn):
+    conn.execute("insert into stock values ('mug', 1) on conflict (sku) do update "
+                 "set n = stock.n + 1")
+    return conn.execute("select count(*) from stock").fetchone()[0]
+
+
 @app.task
-def count_stock():
-    """Read a table a test may lock: the deadline, not a time limit, must end the wait."""
+def restock():
+    """A transaction on a table a test may lock: the deadline, not a time limit, must end
+    the wait (a process killed inside a transaction costs PgBouncer its server connection)."""
     try:
-        return {"rows": db.fetchone("select count(*) from stock")[0]}
+        return {"rows": db.run(_restock)}
     except DeadlineExceeded as exc:
         return {"deadline": exc.phase}
     except SoftTimeLimitExceeded:

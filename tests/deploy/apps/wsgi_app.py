@@ -4,6 +4,7 @@
 once and forks its workers, each of which then uses ``db`` (the Deploying page, docs/deploying.md).
 """
 
+import atexit
 import json
 import os
 from urllib.parse import parse_qs
@@ -17,6 +18,9 @@ from pgsteady.health import Health, db_check
 DEADLINE = float(os.environ.get("WEB_DEADLINE", "2"))
 db = Database(os.environ["PGSTEADY_DSN"], pool_size=2, pooler="transaction", service="web",
               deadline=DEADLINE)
+# On a graceful stop (SIGTERM) a worker closes its Database: a job whose caller already left
+# finishes and its connection closes idle, not mid-transaction (a not-ready closure).
+atexit.register(db.close)
 probes = Health({"db": db_check(db)}, service="web").wsgi()
 
 
@@ -30,8 +34,8 @@ def app(environ, start_response):
             asked = f"{os.getpid()}:{query['rid'][0]}"
             got = db.fetchone("select %s::text, pg_backend_pid()", (asked,))[0]
             body = {"asked": asked, "got": got, "pid": os.getpid()}
-        elif path == "/stock":  # a table a test may lock, to stall the database
-            body = {"rows": db.fetchone("select count(*) from stock")[0]}
+        elif path == "/restock":  # a transaction on a table a test may lock (a stall)
+            body = {"rows": db.run(_restock)}
         else:
             return _send(start_response, 404, {"detail": "not found"})
     except DeadlineExceeded as exc:
@@ -39,6 +43,12 @@ def app(environ, start_response):
     except Overloaded as exc:
         return _send(start_response, 503, {"detail": str(exc)})
     return _send(start_response, 200, body)
+
+
+def _restock(conn):
+    conn.execute("insert into stock values ('mug', 1) on conflict (sku) do update "
+                 "set n = stock.n + 1")
+    return conn.execute("select count(*) from stock").fetchone()[0]
 
 
 def _send(start_response, code, body):
