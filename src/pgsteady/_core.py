@@ -126,6 +126,10 @@ class DatabaseStats:
     failed: int
     closed: bool = False
     outcome_unknown: int = 0
+    interrupted: int = 0
+    """Of the deadlines exceeded, those that were an exception raised into the caller's wait
+    (a signal handler's, Celery's soft time limit, Ctrl-C, a cancelled task): the caller
+    left; its job was dropped if not started, or completed without it."""
 
     @property
     def deadline_exceeded(self) -> int:
@@ -159,6 +163,7 @@ class Core:
     overloaded: int = 0
     failed: int = 0
     outcome_unknown: int = 0
+    interrupted: int = 0
     kind: str = "Database"  # what the caller holds, as its errors name it
 
     def admit(self, job: Job) -> None:
@@ -246,12 +251,16 @@ class Core:
         else:
             self.answered += 1
 
-    def give_up(self, job: Job, now: float) -> DeadlineExceeded | None:
-        """The caller's deadline passed. Returns the error to raise, or None if the job
-        finished in the meantime (the caller then takes its outcome)."""
+    def give_up(self, job: Job, now: float,
+                interrupted: bool = False) -> DeadlineExceeded | None:
+        """The caller's deadline passed, or (``interrupted``) an exception raised into its
+        wait made it leave: either way its job is dropped if not started, and completes
+        without it if started. Returns the error to raise, or None if the job finished in the
+        meantime (the caller then takes its outcome)."""
         if job.state == State.DONE:
             return None
         job.abandoned = True
+        self.interrupted += interrupted
         phase: Phase
         if job.state == State.QUEUED:
             self.waiting.remove(job)  # O(max_waiting): the backlog is small and bounded
@@ -293,6 +302,7 @@ class Core:
             dropped_before_start=self.dropped_before_start,
             abandoned_completions=self.abandoned_completions, overloaded=self.overloaded,
             failed=self.failed, closed=self.closed, outcome_unknown=self.outcome_unknown,
+            interrupted=self.interrupted,
         )
 
 

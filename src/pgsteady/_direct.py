@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg import waiting
+from psycopg import generators, waiting
 from psycopg.abc import PQGen
 from psycopg.rows import TupleRow
+
+log = logging.getLogger("pgsteady.runner")
 
 INTERVAL = 0.1
 """How often a wait wakes to let Python see a signal (psycopg's own interval)."""
@@ -68,7 +71,7 @@ class Drive:
     __slots__ = ("deadline", "handed", "leave")
 
     def __init__(self, deadline: float | None,
-                 leave: Callable[[PQGen[Any]], BaseException]) -> None:
+                 leave: Callable[[PQGen[Any], bool], BaseException]) -> None:
         self.deadline = deadline
         self.leave = leave
         self.handed = False
@@ -89,18 +92,33 @@ class DrivenConnection(psycopg.Connection[TupleRow]):
         try:
             return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=left)
         except BaseException as exc:
-            # The deadline or Ctrl-C: leave, and the statement goes on without its caller.
-            # Anything else (a failed connection, a parameter that cannot be encoded) is
+            # The deadline, or an exception raised into the wait (a signal handler's,
+            # Ctrl-C): leave, and the statement goes on without its caller. An error of the
+            # statement itself (a failed connection, a parameter that cannot be encoded) is
             # the call's own failure.
             deadline = isinstance(exc, _WAIT_TIMEOUT)
-            if not (deadline or isinstance(exc, KeyboardInterrupt | SystemExit)):
+            if not (deadline or _raised_into_wait(gen, exc)):
                 raise
             self.pgsteady_drive = None
             drive.handed = True
-            error = drive.leave(gen)
+            error = drive.leave(gen, not deadline)
             if deadline:
                 raise Left(error) from None
             raise
+
+
+def _raised_into_wait(gen: PQGen[Any], exc: BaseException) -> bool:
+    """Whether ``exc`` came into the wait from outside (a signal handler runs in the caller's
+    thread while it sleeps on the socket) rather than from the statement: the statement's
+    generator is then intact, suspended at a socket wait, and a worker can drive it on; a
+    generator that raised its own error has ended. (A generator of unknown make: only Ctrl-C
+    and SystemExit are taken as the caller leaving, as before.)"""
+    if isinstance(exc, psycopg.Error):
+        return False
+    frame = getattr(gen, "gi_frame", gen)
+    if frame is gen:
+        return isinstance(exc, KeyboardInterrupt | SystemExit)
+    return frame is not None and not getattr(gen, "gi_running", True)
 
 
 @functools.cache
@@ -122,3 +140,30 @@ def finish(conn: psycopg.Connection[Any], gen: PQGen[Any]) -> None:
     if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
         conn.close()
         raise psycopg.OperationalError("the statement its caller left could not be finished")
+
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
+
+
+def ready(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``conn`` may be lent or used for the next job: open and idle — never with a
+    statement running or a transaction open."""
+    return not conn.closed and conn.pgconn.transaction_status == _IDLE
+
+
+def settle(conn: psycopg.Connection[Any]) -> None:
+    """Bring ``conn`` back to idle on its worker before the pool has it again: read the
+    results of a statement its caller's thread stopped reading (an exception raised into the
+    caller outside the wait), roll back an open transaction. Closed only if that fails: a
+    close under a running statement is what makes PgBouncer destroy a server connection."""
+    if ready(conn) or conn.closed:
+        return
+    try:
+        if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            conn.wait(generators.execute(conn.pgconn))
+        if not ready(conn):
+            conn.rollback()
+    except Exception as exc:  # closed below: the pool gets nothing half-done
+        log.debug("could not bring a connection back to idle: %s", exc)
+    if not ready(conn):
+        conn.close()

@@ -59,7 +59,7 @@ async def wait_for_outcome(core: Core, job: Job) -> Any:
         # The deadline's own error is the waker's and has counted itself already.
         if not (job.waker.done() and not job.waker.cancelled()
                 and job.waker.exception() is exc):
-            core.give_up(job, time.monotonic())
+            core.give_up(job, time.monotonic(), interrupted=True)
         raise
     finally:
         if timer is not None:
@@ -304,7 +304,8 @@ class AsyncDatabase:
                         continue
                 await self._run(job, conn)
                 turns += 1
-                if conn.closed or turns >= _core.KEEP_CONNECTION_FOR:
+                if (conn.closed or turns >= _core.KEEP_CONNECTION_FOR
+                        or conn.pgconn.transaction_status != _IDLE):  # the pool resets it
                     await self._give_back(conn)
                     conn, turns = None, 0
         finally:
@@ -356,6 +357,9 @@ class AsyncDatabase:
         finally:
             self._core.finish(job, result, error)
             _settle(job)
+
+
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
 def _wake(idle: asyncio.Future[bool], woken: bool) -> None:

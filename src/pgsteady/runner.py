@@ -332,10 +332,10 @@ class Database:
         try:
             answered = job.waker.acquire(timeout=-1 if budget is None else budget)
         except BaseException:
-            # Ctrl-C (or anything else) ended the caller's wait: as with a passed deadline,
-            # a job not started yet is dropped, a started one completes, abandoned.
+            # An exception raised into the wait (a signal handler's, Ctrl-C): as with a
+            # passed deadline, a job not started yet is dropped, a started one completes.
             with self._lock:
-                self._core.give_up(job, time.monotonic())
+                self._core.give_up(job, time.monotonic(), interrupted=True)
             raise
         if answered:
             with self._lock:
@@ -362,7 +362,8 @@ class Database:
 
     def _drive(self, slot: _Slot, job: Job) -> Any:
         conn = slot.conn
-        drive = _direct.Drive(job.deadline, lambda gen: self._leave(slot, job, gen))
+        drive = _direct.Drive(job.deadline,
+                              lambda gen, interrupted: self._leave(slot, job, gen, interrupted))
         try:
             assert isinstance(conn, _direct.DrivenConnection)
             conn.pgsteady_drive = drive
@@ -370,7 +371,7 @@ class Database:
         except _direct.Left as left:  # the deadline passed; the worker finishes the statement
             raise left.error from None
         except BaseException as exc:
-            if drive.handed:  # Ctrl-C during the wait: the worker has the statement
+            if drive.handed:  # raised into the wait: the worker has the statement
                 raise
             error = _core.wrap_error(exc, job, broken=conn is None or conn.closed)
             self._return(slot, job, None, error)
@@ -389,17 +390,18 @@ class Database:
             self._core.finish(job, result, error)
             slot.lent = False
             slot.turns += 1
-            if (self._core.waiting or self._core.closed or slot.conn.closed
+            if (self._core.waiting or self._core.closed or not _direct.ready(slot.conn)
                     or slot.turns >= _core.KEEP_CONNECTION_FOR):
                 slot.wake.set()
             else:
                 self._idle_holding.append(slot)
 
-    def _leave(self, slot: _Slot, job: Job, gen: Any) -> BaseException:
-        """The caller leaves mid-statement: its worker drives the statement to its end."""
+    def _leave(self, slot: _Slot, job: Job, gen: Any, interrupted: bool) -> BaseException:
+        """The caller leaves mid-statement (its deadline passed, or ``interrupted``): its
+        worker drives the statement to its end."""
         with self._lock:
             slot.left = (gen, job)
-            error = self._core.give_up(job, time.monotonic())
+            error = self._core.give_up(job, time.monotonic(), interrupted)
             slot.wake.set()
         assert error is not None  # a started job ends only by the worker, after this
         return error
@@ -442,7 +444,8 @@ class Database:
                             if slot in idle:
                                 idle.remove(slot)
                         retire = slot.conn is not None and (
-                            slot.conn.closed or slot.turns >= _core.KEEP_CONNECTION_FOR)
+                            not _direct.ready(slot.conn)
+                            or slot.turns >= _core.KEEP_CONNECTION_FOR)
                         job = None if retire else self._core.take()
                         if job is None and not retire:
                             if self._core.closed:
@@ -478,6 +481,7 @@ class Database:
     def _give_back(self, slot: _Slot) -> None:
         conn = slot.conn
         assert conn is not None
+        _direct.settle(conn)  # never back to the pool mid-statement or mid-transaction
         with self._lock:
             self._core.held -= 1
             slot.conn, slot.turns = None, 0

@@ -606,9 +606,9 @@ class Steady:
             self._ready.notify()
         try:
             answered = job.waker.acquire(timeout=-1 if budget is None else budget)
-        except BaseException:  # Ctrl-C: the caller left, as at a passed deadline
+        except BaseException:  # raised into the wait: the caller left, as at its deadline
             with self._ready:
-                self._core.give_up(job, time.monotonic())
+                self._core.give_up(job, time.monotonic(), interrupted=True)
             raise
         with self._ready:
             if answered:

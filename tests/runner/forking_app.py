@@ -5,7 +5,8 @@ The parent makes the executor, opens its connections and uses them; then ``child
 processes each make ``calls`` one-statement calls (and transactions) asking for their backend
 pid and a marker of their own, and leave in the way asked (``exit``: ``sys.exit`` unwinding
 the parent's ``with`` blocks, which closes the executor in the child; ``_exit``: ``os._exit``;
-``mp``: multiprocessing with the fork start method). The parent then checks its own sessions.
+``mp``: multiprocessing with the fork start method; ``close``: close every inherited
+connection explicitly, then ``sys.exit``). The parent then checks its own sessions.
 """
 
 from __future__ import annotations
@@ -164,6 +165,17 @@ def _child(app: Any, calls: int, out: Path) -> None:
     out.write_text(json.dumps(app.in_child(calls)))
 
 
+def _close_inherited() -> None:
+    """Close, in the child, every connection it inherited: libpq sends Terminate on each."""
+    from pgsteady import _fork
+
+    for conn in list(_fork._INHERITED):
+        if isinstance(conn, psycopg.Connection):
+            conn.close()
+        elif isinstance(conn, psycopg.AsyncConnection):
+            asyncio.run(conn.close())
+
+
 def _wait_all(pids: list[int], timeout: float) -> list[int]:
     """Exit codes of forked children (bounded: a stuck child is killed and reported)."""
     codes: dict[int, int] = {}
@@ -208,6 +220,8 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
             if pid == 0:
                 try:
                     _child(app, calls, out / f"{n}.json")
+                    if leave == "close":  # the worst a child can do: close what it inherited
+                        _close_inherited()
                 finally:
                     if leave == "_exit":
                         os._exit(0)

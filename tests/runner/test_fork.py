@@ -47,7 +47,7 @@ def _check(report: dict[str, Any], *, direct: bool) -> None:
 
 
 @pytest.mark.parametrize("kind", ["fetchone", "run", "async", "steady", "asteady"])
-@pytest.mark.parametrize("leave", ["exit", "_exit", "mp"])
+@pytest.mark.parametrize("leave", ["exit", "_exit", "mp", "close"])
 def test_forked_children_get_their_own_answers_directly(
         tmp_path, pgsteady_database, kind, leave):
     """Database (one-statement calls and run), AsyncDatabase in the child's own loop, Steady
