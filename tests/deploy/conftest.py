@@ -45,6 +45,20 @@ def bouncer(pgsteady_stack: Callable[..., Cluster], pgsteady_database: Any) -> B
                    pgsteady_database.dsn, pgsteady_database.name)
 
 
+def parent_clients(bouncer: Bouncer, pid: int, *, at_least: int = 0,
+                   timeout: float = 15.0) -> set[int]:
+    """The ports of PgBouncer's clients opened by process ``pid`` (their application_name
+    ends in ``:pid``): a child that closed or used one of the parent's sessions would have
+    ended it. Waits until there are ``at_least`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ports = {row["port"] for row in bouncer.cluster.pgbouncer.admin("SHOW CLIENTS")
+                 if str(row.get("application_name", "")).endswith(f":{pid}")}
+        if len(ports) >= at_least or time.monotonic() > deadline:
+            return ports
+        time.sleep(0.1)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -125,6 +139,7 @@ class Worker:
     """A ``celery worker`` child process and a client app to send it tasks by name."""
 
     def __init__(self, bouncer: Bouncer, redis: RedisServer, log: Path, **env: str) -> None:
+        self.bouncer = bouncer
         broker = redis.url
         backend = redis.url[:-1] + "1"  # results in Redis database 1
         self.log = log

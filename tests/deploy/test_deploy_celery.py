@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import time
 
+from conftest import parent_clients
+
 TASKS = 60
 
 
 def test_celery_prefork_tasks_get_their_own_answers(celery_worker):
     """60 tasks on a 2-process prefork pool sharing a Database made at import: 0 wrong
-    results, 0 failed tasks, both processes worked, no traceback in the worker's log."""
+    results, 0 failed tasks, both processes worked, the main process's own PgBouncer
+    sessions still open after them, no traceback in the worker's log."""
     worker = celery_worker()
+    parent = parent_clients(worker.bouncer, worker.proc.pid, at_least=2)
+    assert len(parent) == 2, "the main process's Database (made at import) did not connect"
     results = [worker.send("whoami", f"t{i}") for i in range(TASKS)]
     wrong, errors, pids = 0, [], set()
     for result in results:
@@ -23,6 +28,8 @@ def test_celery_prefork_tasks_get_their_own_answers(celery_worker):
             continue
         wrong += body["got"] != body["asked"]
         pids.add(body["pid"])
+    # untouched by the children (whose own sessions may carry the same application_name)
+    assert parent <= parent_clients(worker.bouncer, worker.proc.pid)
     log = worker.close()
     assert wrong == 0
     assert errors == []

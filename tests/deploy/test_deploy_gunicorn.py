@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import get, start_gunicorn, stop
+from conftest import get, parent_clients, start_gunicorn, stop
 
 CLIENTS = 8
 REQUESTS = 30  # per client: 240 in all
@@ -50,10 +50,13 @@ def hammer(port: int, check: Any) -> dict[str, Any]:
 def test_gunicorn_preload_sync_workers_answer_their_own_requests(bouncer, tmp_path):
     """gunicorn --preload, 3 sync workers, the app's Database made at import in the master:
     240 requests, 0 wrong answers, 0 errors, several workers served, no traceback in the log,
-    and the master's own Database answers right before the fork and after its workers exit."""
+    and the master's own Database answers right before the fork and after its workers exit,
+    on the same PgBouncer sessions it had before the load."""
     proc, port, log = start_gunicorn("master_watch.py", "wsgi_app:app", bouncer, tmp_path)
     try:
+        parent = parent_clients(bouncer, proc.pid, at_least=2)
         tally = hammer(port, lambda body: body["got"] == body["asked"])
+        after = parent_clients(bouncer, proc.pid)
     finally:
         output = stop(proc)
     text = log.read_text() + output
@@ -62,6 +65,7 @@ def test_gunicorn_preload_sync_workers_answer_their_own_requests(bouncer, tmp_pa
     assert tally["ok"] == CLIENTS * REQUESTS
     assert len(tally["pids"]) >= 2, "one worker served everything: no fork was exercised"
     assert "Traceback" not in text, text[-3000:]
+    assert len(parent) == 2 and parent <= after  # the master's sessions, untouched
     master = json.loads((tmp_path / "master.json").read_text())
     assert master["before"] == {"wrong": 0, "errors": 0, "first_error": None}
     assert master["after"] == {"wrong": 0, "errors": 0, "first_error": None}
