@@ -17,6 +17,9 @@ import pytest
 from conftest import Bouncer, get, start_gunicorn, stop
 
 STALL = 8.0  # seconds the lock holder keeps the table from every reader
+# The services' lock_timeout outlasts the stall: the statement waits until the holder lets go
+# (a kill then always lands inside the transaction, whatever the machine's speed).
+LOCK_TIMEOUT = "30"
 
 
 def _stock(bouncer: Bouncer) -> None:
@@ -45,9 +48,10 @@ def test_celery_limits_in_order_kill_nothing_under_a_stall(
     their deadline, no hard time limit fires, 0 not-ready closures. Reversed: the hard limit
     kills the pool process and PgBouncer logs not-ready closures."""
     _stock(bouncer)
-    worker = celery_worker(**ORDERS[order])
+    worker = celery_worker(LOCK_TIMEOUT=LOCK_TIMEOUT, **ORDERS[order])
     reader = bouncer.cluster.pgbouncer.log_reader()
     holder = pgsteady_lock_holder(bouncer.direct, "stock", "ACCESS EXCLUSIVE")
+    held_at = time.monotonic()
     results = [worker.send("restock") for _ in range(2)]
     outcomes = []
     for result in results:
@@ -55,7 +59,7 @@ def test_celery_limits_in_order_kill_nothing_under_a_stall(
             outcomes.append(result.get(timeout=30))
         except Exception as exc:  # the task's process was killed
             outcomes.append({"failed": type(exc).__name__})
-    time.sleep(max(0.0, STALL - 6))
+    time.sleep(max(0.0, STALL - (time.monotonic() - held_at)))
     holder.release()
     log = worker.close()
     not_ready = _not_ready(bouncer, reader)
@@ -84,15 +88,17 @@ def test_gunicorn_limits_in_order_kill_nothing_under_a_stall(
     _stock(bouncer)
     extra, env = GUNICORN_ORDERS[order]
     proc, port, log = start_gunicorn("gunicorn_conf.py", "wsgi_app:app", bouncer, tmp_path,
-                                     *extra, WEB_CONCURRENCY="1", **env)
+                                     *extra, WEB_CONCURRENCY="1", LOCK_TIMEOUT=LOCK_TIMEOUT,
+                                     **env)
     try:
         reader = bouncer.cluster.pgbouncer.log_reader()
         holder = pgsteady_lock_holder(bouncer.direct, "stock", "ACCESS EXCLUSIVE")
+        held_at = time.monotonic()
         try:
             status, body = get(port, "/restock", timeout=20)
         except OSError as exc:  # the worker died under the request
             status, body = 0, {"error": repr(exc)}
-        time.sleep(max(0.0, STALL - 6))
+        time.sleep(max(0.0, STALL - (time.monotonic() - held_at)))
         holder.release()
     finally:
         output = stop(proc)

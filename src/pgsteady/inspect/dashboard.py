@@ -62,7 +62,10 @@ ROWS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Probes and exporter", lambda name: name.startswith(("pgsteady_probe_", "pgsteady_up"))),
     ("PostgreSQL: lock queue, transactions, connections", lambda name: True),
 )
-"""Rows in order; a metric goes to the first row whose test it passes."""
+"""A metric goes to the first row whose test it passes."""
+ORDER = ("Client pools", "Deadlines", "PostgreSQL: lock queue, transactions, connections",
+         "PgBouncer (refill, not-ready closures)", "Migrations", "Probes and exporter")
+"""The rows top to bottom."""
 
 WIDTH, HEIGHT = 8, 7  # three panels a row on Grafana's 24-column grid
 
@@ -95,7 +98,7 @@ def _panel(metric: MetricDef, panel_id: int, x: int, y: int) -> dict[str, Any]:
 
 def dashboard(metrics: Iterable[MetricDef] = ALL_METRICS) -> dict[str, Any]:
     """Grafana's dashboard JSON model: a row per concern, a time series panel per metric."""
-    rows: dict[str, list[MetricDef]] = {title: [] for title, _ in ROWS}
+    rows: dict[str, list[MetricDef]] = {title: [] for title in ORDER}
     for metric in metrics:
         title = next(title for title, belongs in ROWS if belongs(metric.name))
         rows[title].append(metric)

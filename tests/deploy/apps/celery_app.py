@@ -36,6 +36,7 @@ app.conf.update(
     },
 )
 db = Database(os.environ["PGSTEADY_DSN"], pool_size=2, pooler="transaction", service="jobs",
+              lock_timeout=float(os.environ.get("LOCK_TIMEOUT", "5")),
               deadline=DEADLINE)
 
 

@@ -1,7 +1,7 @@
 # gunicorn -c gunicorn_conf.py wsgi_app:app   (sync workers; the Deploying page's config)
 import os
 
-preload_app = True  # import the app once, then fork: each worker gets its own pgsteady pools
+preload_app = True  # --preload: import the app once, then fork; each worker gets its own pools
 workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
 worker_class = "sync"
 bind = os.environ.get("BIND", "127.0.0.1:8000")

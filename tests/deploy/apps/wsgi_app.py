@@ -17,6 +17,7 @@ from pgsteady.health import Health, db_check
 # never a worker (whose connections PgBouncer would then have to destroy).
 DEADLINE = float(os.environ.get("WEB_DEADLINE", "2"))
 db = Database(os.environ["PGSTEADY_DSN"], pool_size=2, pooler="transaction", service="web",
+              lock_timeout=float(os.environ.get("LOCK_TIMEOUT", "5")),
               deadline=DEADLINE)
 # On a graceful stop (SIGTERM) a worker closes its Database: a job whose caller already left
 # finishes and its connection closes idle, not mid-transaction (a not-ready closure).
