@@ -23,18 +23,18 @@ back (``QueryFailed``, safe to retry); after, it may have committed (``OutcomeUn
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import enum
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 
 from pgsteady.errors import (
     CannotConnect,
@@ -46,16 +46,25 @@ from pgsteady.errors import (
     QueryFailed,
     UsageError,
 )
-from pgsteady.guards.breaker import Verdict
+from pgsteady.guards.breaker import CircuitBreaker, Verdict
 from pgsteady.settings import (
     Duration,
-    SessionSettings,
     describe,
-    server_timeout,
     to_seconds,
 )
 
 log = logging.getLogger("pgsteady.runner")
+
+T = TypeVar("T")
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Any = _Default()
+"""Use the executor's default deadline."""
 
 KEEP_CONNECTION_FOR = 256
 """A worker runs up to this many jobs on the connection it holds before handing it back to
@@ -69,11 +78,6 @@ IDLE_POLL = 1.0
 
 MAX_DEADLINE = threading.TIMEOUT_MAX
 """The longest finite deadline a caller can wait (~292 years); ``None`` or infinity: none."""
-
-SLOTS_QUERY = ("SELECT current_setting('max_connections')::int, "
-               "current_setting('superuser_reserved_connections')::int")
-"""The server's connection slots, read once on the first direct connection."""
-
 
 class State(enum.IntEnum):
     QUEUED = 0
@@ -306,6 +310,99 @@ class Core:
         )
 
 
+def new_job(work: Callable[[Any, Job], Any], deadline: Duration,
+            default: float | None) -> Job:
+    """A job for ``work`` and its caller's deadline, taken once as an absolute instant
+    (``DEFAULT``: the executor's own); checked before anything is queued."""
+    budget = default if deadline is DEFAULT else deadline_of(deadline)
+    now = time.monotonic()
+    return Job(work, budget, now, None if budget is None else now + budget)
+
+
+_UNGUARDED = object()
+_LEFT: contextvars.ContextVar[object] = contextvars.ContextVar("pgsteady_left", default=_UNGUARDED)
+"""Within a guarded call: the exception its caller left with, raised into its wait."""
+
+
+def caller_left(exc: BaseException) -> None:
+    """``exc`` was raised into the caller's wait (a signal handler's, a soft time limit): its
+    breaker counts the call as neutral, as a cancelled one — the database said nothing."""
+    if _LEFT.get() is not _UNGUARDED:
+        _LEFT.set(exc)
+
+
+def _verdict(exc: BaseException | None) -> Verdict:
+    if exc is not None and exc is _LEFT.get():
+        return "neutral"
+    return breaker_verdict(exc)
+
+
+def guard(breaker: CircuitBreaker, call: Callable[[], T]) -> T:
+    """``call()`` through an executor's breaker, its outcomes judged by :func:`breaker_verdict`."""
+    token = _LEFT.set(None)
+    try:
+        return breaker.guard(call, _verdict)
+    finally:
+        _LEFT.reset(token)
+
+
+async def aguard(breaker: CircuitBreaker, call: Callable[[], Awaitable[T]]) -> T:
+    """The asyncio form of :func:`guard`."""
+    token = _LEFT.set(None)
+    try:
+        return await breaker.aguard(call, _verdict)
+    finally:
+        _LEFT.reset(token)
+
+
+def wait_for_outcome_in_thread(core: Core, job: Job, lock: Any) -> Any:
+    """The caller's side of an admitted ``job`` whose ``waker`` is an acquired
+    ``threading.Lock`` its runner releases: wait until the outcome or the deadline. An
+    exception raised into the wait (a signal handler's, Ctrl-C) is the caller leaving, as at
+    its deadline. ``lock`` guards ``core``. Database and Steady both wait this way."""
+    try:
+        answered = job.waker.acquire(timeout=-1 if job.budget is None else job.budget)
+    except BaseException as exc:
+        with lock:
+            core.give_up(job, time.monotonic(), interrupted=True)
+        caller_left(exc)
+        raise
+    with lock:
+        if answered:
+            return core.outcome(job, time.monotonic())
+        error = core.give_up(job, time.monotonic())
+        if error is None:  # it ended just now: take its outcome
+            return core.outcome(job, time.monotonic())
+    raise error
+
+
+async def wait_for_outcome(core: Core, job: Job, lock: Any = None) -> Any:
+    """The asyncio form of :func:`wait_for_outcome_in_thread` (``job.waker`` a future; one
+    event loop needs no ``lock``). A cancelled caller leaves too. AsyncDatabase and
+    AsyncSteady both wait this way."""
+    loop = asyncio.get_running_loop()
+    timer = None if job.budget is None else loop.call_later(job.budget, _expire, core, job)
+    try:
+        await job.waker
+    except BaseException as exc:
+        # The deadline's own error is the waker's and has counted itself already.
+        if not (job.waker.done() and not job.waker.cancelled()
+                and job.waker.exception() is exc):
+            core.give_up(job, time.monotonic(), interrupted=True)
+            caller_left(exc)
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return core.outcome(job, time.monotonic())
+
+
+def _expire(core: Core, job: Job) -> None:
+    error = core.give_up(job, time.monotonic())
+    if error is not None and not job.waker.done():
+        job.waker.set_exception(error)
+
+
 # SQLSTATE classes that mean the connection itself failed (not the caller's statement).
 _CONNECTION_FAILURE_CLASSES = ("08", "57P")
 
@@ -357,51 +454,6 @@ def no_connection_error(exc: BaseException, waited: float) -> BaseException:
     return wrapped
 
 
-@dataclass(frozen=True)
-class Setup:
-    """What both runners derive from their constructor arguments, derived once here."""
-
-    settings: SessionSettings
-    pool_size: int
-    max_waiting: int
-    default_deadline: float | None
-    connect_timeout: float
-    prefix: str
-    set_query: tuple[str, tuple[str, ...]]
-
-    @classmethod
-    def of(cls, *, pool_size: int, max_waiting: int | None, service: str, pooler: str,
-           statement_timeout: Duration, lock_timeout: Duration,
-           idle_in_transaction_timeout: Duration, deadline: Duration,
-           connect_timeout: Duration) -> Setup:
-        if not isinstance(service, str) or not isinstance(pooler, str):
-            raise UsageError(f"service and pooler must be strings; got {service!r}, {pooler!r}")
-        settings = SessionSettings(
-            service=service, pooler=pooler,
-            statement_timeout=server_timeout(statement_timeout, "statement_timeout"),
-            lock_timeout=server_timeout(lock_timeout, "lock_timeout"),
-            idle_in_transaction_timeout=server_timeout(idle_in_transaction_timeout,
-                                                       "idle_in_transaction_timeout"))
-        return cls(
-            settings=settings, pool_size=pool_size,
-            max_waiting=check_sizes(pool_size, max_waiting),
-            default_deadline=deadline_of(deadline),
-            connect_timeout=server_timeout(connect_timeout, "connect_timeout") or 10.0,
-            prefix=transaction_prefix(settings) if pooler == "transaction" else "",
-            set_query=settings.set_query())
-
-    def pool_args(self) -> dict[str, Any]:
-        """Keyword arguments for ``ConnectionPool`` / ``AsyncConnectionPool``: a fixed size
-        (workers == connections), autocommit, and the session settings for this pooler."""
-        return {
-            "min_size": self.pool_size, "max_size": self.pool_size, "open": False,
-            "name": self.settings.service,
-            "timeout": self.connect_timeout,
-            "kwargs": {"autocommit": True, "connect_timeout": max(2, round(self.connect_timeout)),
-                       **self.settings.connect_kwargs()},
-        }
-
-
 def deadline_of(value: Duration) -> float | None:
     """A caller's deadline in seconds, checked before anything is queued: ``None`` or
     infinity is no deadline; 0 fails at once (nothing is sent); past ``MAX_DEADLINE`` (which
@@ -413,78 +465,6 @@ def deadline_of(value: Duration) -> float | None:
     return seconds
 
 
-def check_statement(query: object, params: object, *, bytes_ok: bool) -> None:
-    """A statement's types, checked in the caller before it is queued (a TypeError from a
-    worker would arrive as if the database had failed)."""
-    kinds: tuple[type, ...] = (str, bytes, sql.Composable) if bytes_ok else (str, sql.Composable)
-    if not isinstance(query, kinds):
-        raise UsageError(f"query must be a string{', bytes' if bytes_ok else ''} or a "
-                         f"psycopg.sql.Composable, got {type(query).__name__}")
-    if params is not None and (isinstance(params, str | bytes)
-                               or not isinstance(params, Sequence | Mapping)):
-        raise UsageError(f"params must be a sequence (tuple, list), a mapping or None, got "
-                         f"{type(params).__name__}")
-
-
-def check_conninfo(conninfo: object) -> None:
-    """Refuse a connection string libpq cannot parse now, not by retrying it forever later.
-    (libpq's message may quote the string, password included, so it is not repeated.)"""
-    if not isinstance(conninfo, str):
-        raise UsageError(f"conninfo must be a string, got {type(conninfo).__name__}")
-    try:
-        conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        raise UsageError("conninfo is not a valid libpq connection string or URL; check "
-                         "its key=value pairs or its postgresql:// form") from None
-
-
-def warn_if_pool_too_big(pool_size: int, max_connections: int, reserved: int) -> None:
-    """A pool that takes most of the server's connection slots starves every other client
-    (and a second instance of the same service): say so once, with the numbers."""
-    slots = max_connections - reserved
-    if pool_size > slots // 2:
-        log.warning(
-            "pool_size=%d takes %s of the server's %d connection slots (max_connections=%d, "
-            "%d reserved): other clients and other instances of this service will be refused; "
-            "lower pool_size or put PgBouncer in front", pool_size,
-            "all" if pool_size >= slots else "more than half", slots, max_connections,
-            reserved)
-
-
-def not_in_transaction_mode(exc: psycopg.errors.ActiveSqlTransaction) -> UsageError:
-    """Behind a transaction pooler each statement shares its implicit transaction with the
-    session settings, so statements that refuse a transaction block cannot run there."""
-    error = UsageError(
-        f"{describe(exc)}: with pooler='transaction' every statement runs in a transaction "
-        f"(with its SET LOCAL timeouts), so VACUUM, CREATE INDEX CONCURRENTLY and the like "
-        f"cannot; run them on a direct connection (a Database with pooler='direct')")
-    error.__cause__ = exc
-    return error
-
-
-def check_sizes(pool_size: int, max_waiting: int | None) -> int:
-    for name, value in (("pool_size", pool_size), ("max_waiting", max_waiting)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise UsageError(f"{name} must be a whole number, got {value!r}")
-    if pool_size < 1:
-        raise UsageError(f"pool_size must be at least 1, got {pool_size}")
-    if max_waiting is None:
-        return 4 * pool_size
-    if max_waiting < 1:
-        raise UsageError(f"max_waiting must be at least 1 (every job waits in the backlog, "
-                         f"if only for a moment), got {max_waiting}")
-    return max_waiting
-
-
-def transaction_prefix(settings: SessionSettings) -> str:
-    """``SELECT set_config(..., true), ...; `` sent in front of a statement (one simple Query):
-    PostgreSQL runs a multi-statement Query as one implicit transaction, so the settings are
-    local to it and the whole call costs one round trip behind a transaction pooler."""
-    calls = ", ".join(f"set_config('{name}', '{value}', true)"
-                      for name, value in settings.values().items())
-    return f"SELECT {calls}; "
-
-
 def breaker_verdict(exc: BaseException | None) -> Verdict:
     """How a Database call counts for its circuit breaker (see ``guards.breaker``).
 
@@ -494,7 +474,8 @@ def breaker_verdict(exc: BaseException | None) -> Verdict:
     them — slow calls, as resilience4j counts them). Neutral: ``Overloaded`` (refused before
     it was tried), a closed Database, a caller's bad argument, a cancelled caller. Success:
     everything the server answered, including the statement's own errors (a unique
-    violation, its statement_timeout).
+    violation, its statement_timeout). A caller who left by an exception raised into its
+    wait is neutral too (:func:`caller_left`).
     """
     if exc is None:
         return "success"

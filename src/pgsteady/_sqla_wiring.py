@@ -21,7 +21,7 @@ import psycopg
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session
 
-from pgsteady import _core, _fork
+from pgsteady import _fork, _setup
 from pgsteady.errors import UsageError
 from pgsteady.settings import SessionSettings
 
@@ -51,7 +51,7 @@ class Wiring:
         self.prefixed_sync: type[psycopg.ClientCursor[Any]] | None = None
         if settings.pooler == "transaction":
             self.prefixed, self.prefixed_sync = _prefixed_cursors(
-                _core.transaction_prefix(settings))
+                _setup.transaction_prefix(settings))
         self._startup = settings.connect_kwargs()
         self._connect_timeout = str(max(2, round(connect_timeout)))
         event.listen(engine, "do_connect", self._do_connect)

@@ -20,11 +20,10 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool
 
-from pgsteady import _core, _fork, _poollog
-from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady import _core, _fork, _poollog, _setup
+from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
-from pgsteady.runner import DEFAULT
 from pgsteady.settings import Duration, redact, to_seconds
 
 log = logging.getLogger("pgsteady.runner")
@@ -46,33 +45,6 @@ async def _rowcount(cur: psycopg.AsyncCursor[Any]) -> Any:
     return cur.rowcount
 
 
-async def wait_for_outcome(core: Core, job: Job) -> Any:
-    """The caller's side of an admitted ``job`` (its ``waker`` a future the job's runner
-    settles): wait until the outcome or the deadline, whichever comes first. A caller that
-    leaves (cancelled, Ctrl-C) counts as a passed deadline: a job not started is dropped, a
-    started one completes, abandoned. AsyncDatabase and AsyncSteady both wait this way."""
-    loop = asyncio.get_running_loop()
-    timer = None if job.budget is None else loop.call_later(job.budget, _expire, core, job)
-    try:
-        await job.waker
-    except BaseException as exc:
-        # The deadline's own error is the waker's and has counted itself already.
-        if not (job.waker.done() and not job.waker.cancelled()
-                and job.waker.exception() is exc):
-            core.give_up(job, time.monotonic(), interrupted=True)
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-    return core.outcome(job, time.monotonic())
-
-
-def _expire(core: Core, job: Job) -> None:
-    error = core.give_up(job, time.monotonic())
-    if error is not None and not job.waker.done():
-        job.waker.set_exception(error)
-
-
 class AsyncDatabase:
     """The asyncio twin of :class:`~pgsteady.runner.Database`; call ``await open()`` first
     (or use ``async with``)."""
@@ -84,9 +56,9 @@ class AsyncDatabase:
         pooler: str = "direct", deadline: Duration = None, connect_timeout: Duration = 10.0,
         pool_kwargs: dict[str, Any] | None = None, breaker: CircuitBreaker | None = None,
     ) -> None:
-        _core.check_conninfo(conninfo)
+        _setup.check_conninfo(conninfo)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
-        setup = _core.Setup.of(
+        setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
             idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
@@ -176,13 +148,13 @@ class AsyncDatabase:
         if self._check_slots:
             self._check_slots = False
             try:
-                row = await (await conn.execute(_core.SLOTS_QUERY)).fetchone()
+                row = await (await conn.execute(_setup.SLOTS_QUERY)).fetchone()
             except psycopg.Error as exc:  # a check, never a reason to refuse a connection
                 log.debug("could not read the server's connection slots: %s", exc)
                 await conn.rollback()
             else:
                 if row is not None:
-                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+                    _setup.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             await conn.execute(*self._set_query)
 
@@ -226,7 +198,7 @@ class AsyncDatabase:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.AsyncCursor[Any]], Awaitable[Any]]) -> AsyncWork:
-        _core.check_statement(query, params, bytes_ok=not self._prefix)
+        _setup.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             async def plain(conn: psycopg.AsyncConnection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
@@ -241,7 +213,7 @@ class AsyncDatabase:
             try:
                 await cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
-                raise _core.not_in_transaction_mode(exc) from exc
+                raise _setup.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return await fetch(cur)
 
@@ -250,18 +222,14 @@ class AsyncDatabase:
     async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
         if self.breaker is None:
             return await self._unguarded(work, deadline)
-        return await self.breaker.aguard(lambda: self._unguarded(work, deadline),
-                                         _core.breaker_verdict)
+        return await _core.aguard(self.breaker, lambda: self._unguarded(work, deadline))
 
     async def _unguarded(self, work: AsyncWork, deadline: Duration) -> Any:
         if self._forked:
             await self._restart()
-        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
-        loop = asyncio.get_running_loop()
-        now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
+        job = _core.new_job(work, deadline, self.default_deadline)
         self._core.admit(job)
-        job.waker = loop.create_future()
+        job.waker = asyncio.get_running_loop().create_future()
         self._wake_one()
         return await wait_for_outcome(self._core, job)
 

@@ -29,24 +29,17 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool
 
-from pgsteady import _core, _direct, _fork, _poollog
-from pgsteady._core import Core, DatabaseStats, Job
+from pgsteady import _core, _direct, _fork, _poollog, _setup
+from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
+__all__ = ["DEFAULT", "Database", "DatabaseStats"]  # DEFAULT lives in _core, shown here too
+
 log = logging.getLogger("pgsteady.runner")
 
 T = TypeVar("T")
-
-
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Any = _Default()
-"""Use the Database's default deadline."""
 
 
 @dataclass(eq=False, slots=True)
@@ -99,9 +92,9 @@ class Database:
         open: bool = True, pool_kwargs: dict[str, Any] | None = None,
         breaker: CircuitBreaker | None = None,
     ) -> None:
-        _core.check_conninfo(conninfo)
+        _setup.check_conninfo(conninfo)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
-        setup = _core.Setup.of(
+        setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
             statement_timeout=statement_timeout, lock_timeout=lock_timeout,
             idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
@@ -217,13 +210,13 @@ class Database:
             check, self._check_slots = self._check_slots, False
         if check:
             try:
-                row = conn.execute(_core.SLOTS_QUERY).fetchone()
+                row = conn.execute(_setup.SLOTS_QUERY).fetchone()
             except psycopg.Error as exc:  # a check, never a reason to refuse a connection
                 log.debug("could not read the server's connection slots: %s", exc)
                 conn.rollback()
             else:
                 if row is not None:
-                    _core.warn_if_pool_too_big(self._core.pool_size, *row)
+                    _setup.warn_if_pool_too_big(self._core.pool_size, *row)
         if self.settings.pooler == "session":
             conn.execute(*self._set_query)
 
@@ -279,7 +272,7 @@ class Database:
 
     def _statement(self, query: Query, params: Params | None,
                    fetch: Callable[[psycopg.Cursor[Any]], Any]) -> Callable[[Any, Job], Any]:
-        _core.check_statement(query, params, bytes_ok=not self._prefix)
+        _setup.check_statement(query, params, bytes_ok=not self._prefix)
         if not self._prefix:
             def plain(conn: psycopg.Connection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
@@ -294,7 +287,7 @@ class Database:
             try:
                 cur.execute(prefixed, params)
             except psycopg.errors.ActiveSqlTransaction as exc:
-                raise _core.not_in_transaction_mode(exc) from exc
+                raise _setup.not_in_transaction_mode(exc) from exc
             cur.nextset()
             return fetch(cur)
 
@@ -304,8 +297,7 @@ class Database:
               single: bool = False) -> Any:
         if self.breaker is None:
             return self._unguarded(work, deadline, single)
-        return self.breaker.guard(lambda: self._unguarded(work, deadline, single),
-                                  _core.breaker_verdict)
+        return _core.guard(self.breaker, lambda: self._unguarded(work, deadline, single))
 
     def _unguarded(self, work: Callable[[Any, Job], Any], deadline: Duration,
                    single: bool) -> Any:
@@ -313,10 +305,8 @@ class Database:
         statement, so its caller may run it on a borrowed connection (``_direct``)."""
         if self._forked:
             self._restart()
-        budget = self.default_deadline if deadline is DEFAULT else _core.deadline_of(deadline)
-        now = time.monotonic()
-        job = Job(work, budget, now, None if budget is None else now + budget)
-        borrow = single and self._direct and (budget is None or budget > 0)
+        job = _core.new_job(work, deadline, self.default_deadline)
+        borrow = single and self._direct and (job.budget is None or job.budget > 0)
         with self._lock:  # one look: borrow an idle connection, else queue for a worker
             slot = self._lend(job) if borrow else None
             if slot is None:
@@ -329,22 +319,7 @@ class Database:
                         break
         if slot is not None:
             return self._drive(slot, job)
-        try:
-            answered = job.waker.acquire(timeout=-1 if budget is None else budget)
-        except BaseException:
-            # An exception raised into the wait (a signal handler's, Ctrl-C): as with a
-            # passed deadline, a job not started yet is dropped, a started one completes.
-            with self._lock:
-                self._core.give_up(job, time.monotonic(), interrupted=True)
-            raise
-        if answered:
-            with self._lock:
-                return self._core.outcome(job, time.monotonic())
-        with self._lock:
-            error = self._core.give_up(job, time.monotonic())
-            if error is None:
-                return self._core.outcome(job, time.monotonic())
-        raise error
+        return _core.wait_for_outcome_in_thread(self._core, job, self._lock)
 
     # -- a caller on a borrowed connection (see _direct) -------------------------------------
 
@@ -372,6 +347,7 @@ class Database:
             raise left.error from None
         except BaseException as exc:
             if drive.handed:  # raised into the wait: the worker has the statement
+                _core.caller_left(exc)
                 raise
             error = _core.wrap_error(exc, job, broken=conn is None or conn.closed)
             self._return(slot, job, None, error)

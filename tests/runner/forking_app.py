@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,20 @@ def _calls(call: Callable[[str, int], Any], calls: int) -> dict[str, Any]:
     return {"wrong": wrong, "errors": errors, "pids": sorted(pids), "first_error": first_error}
 
 
+def _breaker() -> Any:
+    from pgsteady.guards.breaker import CircuitBreaker
+
+    return CircuitBreaker("forktest")
+
+
+def _held_locks(app: Any) -> list[Any]:
+    """The locks another thread of the parent might hold at the moment of the fork: the
+    executor's own and its breaker's. A child that waited for them would wait forever."""
+    db = app.db
+    own = getattr(db, "_lock", None) or getattr(db, "_ready", None)
+    return [lock for lock in (own, db.breaker._lock) if hasattr(lock, "acquire")]
+
+
 class Sync:
     """Database (``fetchone`` or ``run``) or Steady, called from plain code."""
 
@@ -59,7 +74,8 @@ class Sync:
         if kind in ("fetchone", "run"):
             from pgsteady.runner import Database
 
-            self.db: Any = Database(dsn, pool_size=2, pooler=pooler, service="forktest")
+            self.db: Any = Database(dsn, pool_size=2, pooler=pooler, service="forktest",
+                                    breaker=_breaker())
             self.db.wait(10)
             self.label = self.db.settings.application_name
             self.close: Callable[[], None] = self.db.close
@@ -69,7 +85,8 @@ class Sync:
             from pgsteady.sqlalchemy import Steady, url_from_dsn
 
             self.engine = create_engine(url_from_dsn(dsn), pool_size=2, max_overflow=0)
-            self.db = Steady(self.engine, pooler=pooler, service="forktest")
+            self.db = Steady(self.engine, pooler=pooler, service="forktest",
+                             breaker=_breaker())
             self.label = self.db.settings.application_name
             self.close = self.db.close
 
@@ -103,7 +120,8 @@ class Async:
         if self.kind == "async":
             from pgsteady.arunner import AsyncDatabase
 
-            self.db: Any = AsyncDatabase(dsn, pool_size=2, pooler=pooler, service="forktest")
+            self.db: Any = AsyncDatabase(dsn, pool_size=2, pooler=pooler, service="forktest",
+                                         breaker=_breaker())
             await self.db.open()
             await self.db.wait(10)
         else:
@@ -112,7 +130,8 @@ class Async:
             from pgsteady.sqlalchemy import AsyncSteady, url_from_dsn
 
             self.engine = create_async_engine(url_from_dsn(dsn), pool_size=2, max_overflow=0)
-            self.db = AsyncSteady(self.engine, pooler=pooler, service="forktest")
+            self.db = AsyncSteady(self.engine, pooler=pooler, service="forktest",
+                                  breaker=_breaker())
         self.label = self.db.settings.application_name
 
     async def acall(self, marker: str, i: int) -> Any:
@@ -176,6 +195,15 @@ def _close_inherited() -> None:
             asyncio.run(conn.close())
 
 
+def _busy(app: Any, stop: threading.Event, tally: dict[str, Any]) -> None:
+    while not stop.is_set():
+        result = _calls(app.call, 1)
+        tally["calls"] += 1
+        tally["wrong"] += result["wrong"]
+        tally["errors"] += result["errors"]
+        tally["first_error"] = tally["first_error"] or result["first_error"]
+
+
 def _wait_all(pids: list[int], timeout: float) -> list[int]:
     """Exit codes of forked children (bounded: a stuck child is killed and reported)."""
     codes: dict[int, int] = {}
@@ -202,6 +230,11 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
     app: Any = (Sync if kind in ("fetchone", "run", "steady") else Async)(
         kind, dsn, options["pooler"])
     before = _calls(app.call, 6)  # the parent uses its connections first
+    busy: dict[str, Any] = {"wrong": 0, "errors": 0, "calls": 0, "first_error": ""}
+    stop = threading.Event()
+    busy_thread = threading.Thread(target=_busy, args=(app, stop, busy))
+    if options.get("busy_parent"):  # a thread of the parent keeps calling through the forks
+        busy_thread.start()
     sessions_before = _sessions(admin, app.label)
     exit_codes: list[int] = []
     if leave == "mp":
@@ -215,6 +248,9 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
             exit_codes.append(process.exitcode if process.exitcode is not None else -1)
     else:
         pids = []
+        held = _held_locks(app) if options.get("hold_locks") else []
+        for lock in held:
+            lock.acquire()
         for n in range(children):
             pid = os.fork()
             if pid == 0:
@@ -229,7 +265,12 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
                     app.close()  # a child's close must close only what it opened
                 sys.exit(0)  # the interpreter's exit: finalisers, atexit
             pids.append(pid)
-        exit_codes = _wait_all(pids, 120)
+        for lock in held:
+            lock.release()
+        exit_codes = _wait_all(pids, 60)
+    stop.set()
+    if busy_thread.is_alive():
+        busy_thread.join(60)
     time.sleep(0.3)  # the ended children's sessions leave pg_stat_activity
     after = _calls(app.call, 20)  # the parent's sessions still serve it
     report = {
@@ -237,7 +278,7 @@ def main(options: dict[str, Any]) -> dict[str, Any]:
         "children": [json.loads((out / f"{n}.json").read_text())
                      if (out / f"{n}.json").exists() else None for n in range(children)],
         "before": before, "after": after, "sessions_before": sessions_before,
-        "sessions_after": _sessions(admin, app.label),
+        "sessions_after": _sessions(admin, app.label), "busy": busy,
     }
     app.close()
     return report

@@ -17,10 +17,12 @@ CHILDREN, CALLS = 3, 40
 
 
 def _run(tmp_path: Path, *, dsn: str, admin_dsn: str, kind: str, leave: str,
-         pooler: str = "direct", children: int = CHILDREN, calls: int = CALLS) -> dict[str, Any]:
+         pooler: str = "direct", children: int = CHILDREN, calls: int = CALLS,
+         hold_locks: bool = False, busy_parent: bool = False) -> dict[str, Any]:
     """forking_app.py in its own interpreter (a fork under pytest would fork pytest too)."""
     options = {"dsn": dsn, "admin_dsn": admin_dsn, "kind": kind, "leave": leave,
-               "pooler": pooler, "children": children, "calls": calls, "out": str(tmp_path)}
+               "pooler": pooler, "children": children, "calls": calls, "out": str(tmp_path),
+               "hold_locks": hold_locks, "busy_parent": busy_parent}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).parents[2] / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(APP), json.dumps(options)], env=env,
@@ -39,7 +41,7 @@ def _check(report: dict[str, Any], *, direct: bool) -> None:
         assert (child["wrong"], child["errors"]) == (0, 0), child
         if direct:  # the child's own sessions, never the parent's
             assert not set(child["pids"]) & set(report["sessions_before"]), report
-    for part in ("before", "after"):
+    for part in ("before", "after", "busy"):
         assert (report[part]["wrong"], report[part]["errors"]) == (0, 0), report[part]
     if direct:
         assert set(report["sessions_before"]) <= set(report["sessions_after"]), report
@@ -74,3 +76,29 @@ def test_forked_children_get_their_own_answers_through_pgbouncer(
                   pooler="transaction")
     _check(report, direct=False)
     assert reader.counts().total["not_ready"] == 0
+
+
+@pytest.mark.parametrize("kind", ["fetchone", "steady"])
+def test_a_child_forked_while_the_parents_locks_are_held_does_not_wait_for_them(
+        tmp_path, pgsteady_database, kind):
+    """Another thread of the parent holds the executor's lock and its breaker's at the
+    moment of the fork: the child starts with its own and never waits on the dead ones."""
+    if kind == "steady":
+        pytest.importorskip("sqlalchemy")
+    dsn = pgsteady_database.dsn
+    report = _run(tmp_path, dsn=dsn, admin_dsn=dsn, kind=kind, leave="_exit", children=2,
+                  calls=10, hold_locks=True)
+    _check(report, direct=True)
+
+
+@pytest.mark.parametrize("kind", ["fetchone", "run", "steady"])
+def test_children_forked_while_a_parent_thread_keeps_calling(tmp_path, pgsteady_database, kind):
+    """A thread of the parent calls without pause while the main thread forks (a statement
+    may be in flight at the fork): no wrong answer or error in the parent or any child."""
+    if kind == "steady":
+        pytest.importorskip("sqlalchemy")
+    dsn = pgsteady_database.dsn
+    report = _run(tmp_path, dsn=dsn, admin_dsn=dsn, kind=kind, leave="exit",
+                  busy_parent=True)
+    assert report["busy"]["calls"] > 0
+    _check(report, direct=True)

@@ -196,3 +196,22 @@ def test_a_connection_left_mid_statement_outside_the_wait_is_settled_not_lent(
         stats = db.stats()
     assert _hits(dsn) == 1
     assert (stats.failed, stats.answered) == (1, 21)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["caller-runs", "hand-off"])
+def test_a_caller_that_left_by_a_signal_is_neutral_for_the_breaker(pgsteady_database, direct):
+    """The database said nothing about a call its caller left by an exception raised into the
+    wait (an Exception, as a soft time limit is): the breaker counts it neither way."""
+    from pgsteady.guards.breaker import CircuitBreaker
+
+    breaker = CircuitBreaker("interrupts")
+    with Database(pgsteady_database.dsn, pool_size=1, breaker=breaker) as db:
+        db._direct = direct
+        db.wait(10)
+        assert db.fetchone("select 1", deadline=10) == (1,)
+        _left_at_once(lambda: db.fetchone("select pg_sleep(1.0)", deadline=10))
+        assert breaker.stats().calls == 1  # the first call only
+        assert db.fetchone("select 2", deadline=10) == (2,)
+        _settle(db.stats)
+    assert breaker.stats().calls == 2
+    assert breaker.stats().failures == 0
