@@ -153,3 +153,37 @@ def test_a_failed_probe_fires_the_synthetic_check_rule(tmp_path):
     check = subprocess.run(["promtool", "test", "rules", "tests.yml"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60, check=False)
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+
+
+def test_listen_runs_the_check_on_each_scrape(pgsteady_database):
+    """--listen serves /metrics (blackbox-exporter style): each scrape runs the check (a new
+    timestamp), another path is 404, and SIGTERM stops it with exit 0."""
+    import re
+    import signal
+    import urllib.error
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if k != "PGSTEADY_DSN"}
+    proc = subprocess.Popen([*PGSTEADY, "probe", "--dsn", pgsteady_database.dsn, "--name", "db",
+                             "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        line = proc.stderr.readline() if proc.stderr else ""
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/metrics", line)[1])  # type: ignore[index]
+        stamps = []
+        for _ in range(2):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as r:
+                got = samples(r.read().decode())
+            assert got['pgsteady_probe_success{probe="db",check="database"}'] == 1
+            stamps.append(got['pgsteady_probe_last_run_timestamp_seconds{probe="db",'
+                              'check="database"}'])
+            time.sleep(0.05)
+        assert stamps[1] > stamps[0]
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=20)
+        assert info.value.code == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        if proc.stderr:
+            proc.stderr.close()

@@ -1,7 +1,9 @@
-"""``pgsteady probe``: the synthetic check a cron job or CronJob runs every 5 minutes.
+"""``pgsteady probe``: the synthetic check a cron job or CronJob runs every 5 minutes, or
+that Prometheus scrapes (``--listen``: each scrape runs it).
 
 Exit codes: 0 every check answered within its deadline, 1 a check failed (an error, a
-timeout, a non-200), 2 usage error, 3 a check reached nothing (cannot connect).
+timeout, a non-200), 2 usage error, 3 a check reached nothing (cannot connect); with
+``--listen``: 0 stopped by Ctrl-C or SIGTERM, 1 cannot listen, 2 usage error.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import sys
 from typing import Any
 
 from pgsteady.cli._args import duration
-from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_OK, UsageError
+from pgsteady.cli.exporter import listen_address
+from pgsteady.errors import EXIT_CANNOT_CONNECT, EXIT_FAILURE, EXIT_OK, PgsteadyError, UsageError
 
 
 def register(verbs: Any) -> None:
@@ -23,7 +26,8 @@ def register(verbs: Any) -> None:
                     "..._duration_seconds, ..._last_run_timestamp_seconds), or write them "
                     "to --metrics-file for node_exporter's textfile collector. Run it every 5 "
                     "minutes; `pgsteady alerts` pages when it fails or stops running.",
-        epilog="exit codes: 0 ok, 1 a check failed, 2 usage error, 3 cannot connect")
+        epilog="exit codes: 0 ok, 1 a check failed, 2 usage error, 3 cannot connect; with "
+               "--listen: 0 stopped by Ctrl-C or SIGTERM, 1 cannot listen, 2 usage error")
     parser.add_argument("--dsn", help="the database to query (default: PGSTEADY_DSN)")
     parser.add_argument("--url", help="a service's deep health check, e.g. "
                                       "http://api:8000/health/deep")
@@ -35,6 +39,9 @@ def register(verbs: Any) -> None:
                         help="time each check has, e.g. 5s (default 5s)")
     parser.add_argument("--metrics-file", metavar="PATH",
                         help="write the metrics there (atomically) instead of stdout")
+    parser.add_argument("--listen", type=listen_address, metavar="HOST:PORT",
+                        help="serve /metrics instead, running the checks on each scrape "
+                             "(scrape it every 5m, scrape_timeout above --deadline)")
     parser.set_defaults(run=run)
 
 
@@ -51,16 +58,28 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--deadline must be more than 0, e.g. 5s")
     if args.query is not None and dsn is None:
         raise UsageError("--query needs --dsn (or PGSTEADY_DSN): it runs on the database")
+    if args.metrics_file and args.listen:
+        raise UsageError("--metrics-file and --listen are two ways to publish the result; "
+                         "choose one")
     if args.metrics_file:
         probe.check_path(args.metrics_file)  # a bad path fails before any check runs
-    results = []
-    if dsn is not None:
-        results.append(probe.database(dsn, name=args.name or "database",
-                                      query=args.query or probe.DEFAULT_QUERY,
-                                      deadline=args.deadline))
     if args.url is not None:
-        results.append(probe.http(args.url, name=(args.name or "http") if dsn is None
-                                  else "http", deadline=args.deadline))
+        probe.http_url(args.url)
+
+    def checks() -> list[probe.ProbeResult]:
+        results = []
+        if dsn is not None:
+            results.append(probe.database(dsn, name=args.name or "database",
+                                          query=args.query or probe.DEFAULT_QUERY,
+                                          deadline=args.deadline))
+        if args.url is not None:
+            results.append(probe.http(args.url, name=(args.name or "http") if dsn is None
+                                      else "http", deadline=args.deadline))
+        return results
+
+    if args.listen:
+        return _serve(probe.Probing(checks), *args.listen)
+    results = checks()
     text = probe.exposition(results)
     if args.metrics_file:
         probe.write_textfile(args.metrics_file, text)
@@ -73,3 +92,31 @@ def run(args: argparse.Namespace) -> int:
     if any(not r.reached for r in results):
         return EXIT_CANNOT_CONNECT
     return EXIT_OK if all(r.success for r in results) else EXIT_FAILURE
+
+
+def _serve(probing: Any, host: str, port: int) -> int:
+    import signal
+    import threading
+
+    from pgsteady.inspect.probe import serve
+
+    try:
+        server = serve(probing, host, port)
+    except OSError as exc:
+        raise PgsteadyError(f"cannot listen on {host}:{port}: {exc.strerror}; choose another "
+                            "--listen") from None
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        bound_host, bound_port = server.server_address
+        shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
+        print(f"pgsteady probe: serving http://{shown}:{bound_port}/metrics", file=sys.stderr,
+              flush=True)
+        while not stop.wait(3600):  # until a signal; the server runs on its own threads
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        server.stop()
+    return EXIT_OK

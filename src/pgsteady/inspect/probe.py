@@ -14,13 +14,15 @@ import math
 import os
 import re
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pgsteady import _http
 from pgsteady.errors import UsageError
 
 # The one statement the probe sends before the caller's own: the deadline as the server's
@@ -81,11 +83,17 @@ def database(dsn: str, *, name: str = "database", query: str = DEFAULT_QUERY,
         conn.close()
 
 
-def http(url: str, *, name: str = "http", deadline: float = 5.0) -> ProbeResult:
-    """GET ``url`` (a service's /health/deep): success is a 200 within ``deadline``."""
+def http_url(url: str) -> str:
+    """``url`` if it is an http(s) URL, else a UsageError saying what to give."""
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"--url {url!r} is not an http(s) URL; give the service's deep "
                          "health check, e.g. http://api:8000/health/deep")
+    return url
+
+
+def http(url: str, *, name: str = "http", deadline: float = 5.0) -> ProbeResult:
+    """GET ``url`` (a service's /health/deep): success is a 200 within ``deadline``."""
+    http_url(url)
     start, at = time.monotonic(), time.time()
     try:
         with urllib.request.urlopen(url, timeout=deadline) as response:  # noqa: S310 - http(s) only, checked above
@@ -155,3 +163,39 @@ def write_textfile(path: str | Path, text: str) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+class Probing:
+    """``/metrics`` that runs the probes on each scrape (blackbox-exporter style: Prometheus
+    scrapes it every 5 minutes). One run at a time; a scrape that arrives while one runs
+    waits for it (at most its deadline) and shares its result."""
+
+    def __init__(self, run: Callable[[], list[ProbeResult]]) -> None:
+        self._run = run
+        self._lock = threading.Lock()
+        self._last: tuple[float, str] = (-math.inf, "")
+
+    def metrics(self) -> str:
+        asked = time.monotonic()
+        with self._lock:  # bounded: every check in a run is bounded by its deadline
+            finished, text = self._last
+            if finished >= asked:
+                return text
+            text = exposition(self._run())
+            self._last = (time.monotonic(), text)
+            return text
+
+
+def serve(probing: Probing, host: str = "127.0.0.1", port: int = 0) -> _http.BoundedServer:
+    """Serve ``probing`` on ``GET /metrics`` (started; OSError if it cannot listen)."""
+    def app(request: _http.Request) -> _http.Response:
+        if request.method not in ("GET", "HEAD"):
+            return _http.text(405, "only GET and HEAD")
+        if request.path != "/metrics":
+            return _http.text(404, "see /metrics")
+        return _http.Response(200, [("Content-Type", "text/plain; version=0.0.4; "
+                                                      "charset=utf-8")],
+                              probing.metrics().encode())
+    # A scrape may wait for a running probe: the queue's patience covers a whole run.
+    limits = _http.Limits(queue_timeout=60.0, write_timeout=10.0)
+    return _http.BoundedServer(app, host, port, limits, name="pgsteady-probe-http").start()
