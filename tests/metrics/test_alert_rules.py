@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from pgsteady.inspect.alerts import RULES, RUNBOOK, AlertConfig, Rule, prometheus_rules
+from pgsteady.inspect.evaluate import matchers
 
 PGSTEADY = [sys.executable, "-m", "pgsteady"]
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None,
@@ -42,10 +43,24 @@ def render(template: str, value: float, labels: dict[str, str]) -> str:
     return re.sub(r"\{\{\s*(\$value|\$labels\.\w+)\s*(?:\|\s*(\w+)\s*)?\}\}", sub, template)
 
 
+def _selected(rule: Rule) -> dict[str, str]:
+    """Labels that satisfy the rule's selector (the first alternative of a regex)."""
+    return {m.name: m.value.split("|")[0] for m in matchers(rule.selector) if m.op in ("=", "=~")}
+
+
 def _case(rule: Rule, threshold: float, firing: bool) -> tuple[list[dict], float]:
     """Input series (1-minute samples) that make ``rule`` fire or not, and the value it sees."""
     labels = {key: f"{key}-a" for key in rule.by}
-    series_labels = {"instance": "i1", "job": "j", **labels}
+    series_labels = {"instance": "i1", "job": "j", **labels, **_selected(rule)}
+    def name(metric: str, extra: dict[str, str]) -> str:
+        return metric + "{" + ", ".join(f'{k}="{v}"' for k, v in extra.items()) + "}"
+    if rule.kind == "busy":  # idle seconds per second: 0.05 (95 % busy) or 1 (idle)
+        idle = 0.05 if firing else 1.0
+        return ([{"series": name(rule.metric, series_labels), "values": f"0+{idle * 60:g}x40"}],
+                1 - idle)
+    if rule.kind == "age":  # a timestamp left at 0 (stale), or kept at the current time
+        step = 0 if firing else 60
+        return [{"series": name(rule.metric, series_labels), "values": f"0+{step}x60"}], 0.0
     if rule.kind in ("per_minute", "increase"):
         # Counters: increments per minute (1-minute samples), none when quiet.
         level = (threshold + 5 if rule.kind == "per_minute" else 1) if firing else 0
@@ -55,8 +70,6 @@ def _case(rule: Rule, threshold: float, firing: bool) -> tuple[list[dict], float
         level = threshold if firing else max(threshold - 1, 0) * (threshold >= 1)
     else:
         level = threshold + (61 if "seconds" in rule.key else 5) if firing else 0
-    def name(metric: str, extra: dict[str, str]) -> str:
-        return metric + "{" + ", ".join(f'{k}="{v}"' for k, v in extra.items()) + "}"
     if rule.kind == "ratio":
         numerator = level * 10
         return ([{"series": name(rule.metric, series_labels), "values": f"{numerator:g}x40"},
@@ -96,6 +109,8 @@ def test_every_rule_fires_and_stays_quiet_under_promtool(tmp_path):
         eval_minutes = int(config.for_seconds(rule) // 60) + 20
         for firing in (True, False):
             series, seen = _case(rule, threshold, firing)
+            if rule.kind == "age":  # time() at eval_time minus a timestamp left at 0
+                seen = eval_minutes * 60
             labels = {key: f"{key}-a" for key in rule.by}
             expected = [] if not firing else [{
                 "exp_labels": {**labels, "severity": rule.severity},

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # Verb modules (pgsteady.cli.<name>), imported only when needed: a verb on the command line
 # loads its own module alone, so `pgsteady lint` never imports psycopg.
 VERBS = ("lab", "lint", "migrate", "preflight", "report", "alerts", "doctor", "blockers",
-         "sim", "exporter", "watch", "completion")
+         "sim", "exporter", "watch", "completion", "probe")
 
 
 # What every verb needs beyond the core install: pyproject's `cli` extra (and

@@ -17,9 +17,18 @@ def register(verbs: Any) -> None:
                     "`for`, a severity label and summary/description/runbook annotations that "
                     "say what to run. Thresholds and durations: defaults, overridden by "
                     "[tool.pgsteady.alerts] in pyproject.toml or by --config FILE.")
-    alerts.add_argument("--format", choices=["prometheus", "markdown"], default="prometheus",
-                        help="prometheus: a rules file for rule_files (default); markdown: the "
-                             "runbook page each rule's runbook_url points at")
+    alerts.add_argument("--format", choices=["prometheus", "prometheus-operator", "markdown",
+                                             "grafana"], default="prometheus",
+                        help="prometheus: a rules file for rule_files (default); "
+                             "prometheus-operator: the same rules as a PrometheusRule manifest; "
+                             "markdown: the runbook page each rule's runbook_url points at; "
+                             "grafana: a dashboard (JSON) of pgsteady's metrics")
+    alerts.add_argument("--name", default="pgsteady",
+                        help="prometheus-operator: the PrometheusRule's name (default pgsteady)")
+    alerts.add_argument("--namespace", help="prometheus-operator: its namespace")
+    alerts.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                        help="prometheus-operator: a label its ruleSelector matches, e.g. "
+                             "release=kube-prometheus-stack (repeatable)")
     alerts.add_argument("--config", metavar="FILE",
                         help="TOML with thresholds and `for` durations, e.g. lock_queue_length = "
                              "5, lock_queue_length_for = \"30s\"")
@@ -31,10 +40,12 @@ def register(verbs: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from pgsteady.errors import UsageError
     from pgsteady.inspect.alerts import (
         DEFAULTS,
         load_config,
         prom_duration,
+        prometheus_operator_rules,
         prometheus_rules,
         runbook_markdown,
     )
@@ -47,6 +58,22 @@ def run(args: argparse.Namespace) -> int:
             note = "" if value == default else "  (default " + (
                 prom_duration(default) if key.endswith("_for") else f"{default:g}") + ")"
             print(f"{key} = {shown}{note}", file=sys.stdout)
+        return EXIT_OK
+    if args.format == "prometheus-operator":
+        labels = {}
+        for item in args.label:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise UsageError(f"--label {item!r} is not KEY=VALUE; write it like "
+                                 "release=kube-prometheus-stack")
+            labels[key] = value
+        sys.stdout.write(prometheus_operator_rules(config, name=args.name,
+                                                   namespace=args.namespace, labels=labels))
+        return EXIT_OK
+    if args.format == "grafana":
+        from pgsteady.inspect.dashboard import dashboard_json
+
+        sys.stdout.write(dashboard_json())
         return EXIT_OK
     render = runbook_markdown if args.format == "markdown" else prometheus_rules
     sys.stdout.write(render(config))

@@ -9,13 +9,21 @@ asyncio form, so one backend object serves both twins.
 Redis is reached with short socket timeouts: a cache that hangs would turn a cache outage
 into a service outage, and a breaker stops asking one that failed until a probe succeeds.
 Every Redis failure surfaces as one :class:`CacheUnavailable`.
+
+After ``os.fork`` (gunicorn ``--preload``, Celery's prefork pool) each live backend resets
+itself in the child: fresh locks (the parent's may be held by a thread that does not exist
+there), no inherited slots, a breaker window of its own, and new Redis clients. redis-py's
+sync pool notices a fork by itself, but its asyncio pool does not: a child would write on the
+parent's sockets, from another event loop.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -31,6 +39,18 @@ if TYPE_CHECKING:
     import redis.asyncio
 
 T = TypeVar("T")
+
+_LIVE: weakref.WeakSet[MemoryBackend | RedisBackend] = weakref.WeakSet()
+_INHERITED: list[Any] = []
+"""A child's inherited Redis clients, kept alive so no finaliser closes a parent's socket."""
+
+
+def _after_fork_in_child() -> None:
+    for backend in list(_LIVE):
+        backend._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @runtime_checkable
@@ -68,6 +88,12 @@ class MemoryBackend:
         # key -> (value, stored_at, expires_at), monotonic clock
         self._entries: OrderedDict[str, tuple[Any, float, float]] = OrderedDict()
         self._slots: dict[str, dict[str, float]] = {}  # key -> holder -> lease end
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a new lock; the entries stay (a copy), the parent's leases go."""
+        self._lock = threading.Lock()
+        self._slots = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -265,10 +291,31 @@ class RedisBackend:
         except ValueError as exc:
             raise UsageError(f"bad Redis URL {self.url}: {exc}; use "
                              f"redis://[:password@]host:port/db or unix:///path") from None
+        self._scripts()
+        _LIVE.add(self)
+
+    def _scripts(self) -> None:
         self._acquire = self.client.register_script(_ACQUIRE)
         self._renew = self.client.register_script(_RENEW)
         self._aacquire = self.async_client.register_script(_ACQUIRE)
         self._arenew = self.async_client.register_script(_RENEW)
+
+    def _after_fork(self) -> None:
+        """In a forked child: clients of its own (same class and settings, new pools), the
+        scripts registered on them, and a fresh breaker window and lock."""
+        import redis as redis_sync  # noqa: PLC0415 - loaded already: __init__ imported it
+        import redis.asyncio as redis_async  # noqa: PLC0415
+
+        _INHERITED.extend((self.client, self.async_client))
+        old, aold = self.client.connection_pool, self.async_client.connection_pool
+        self.client = redis_sync.Redis(connection_pool=type(old)(
+            connection_class=old.connection_class, max_connections=old.max_connections,
+            **old.connection_kwargs))
+        self.async_client = redis_async.Redis(connection_pool=type(aold)(
+            connection_class=aold.connection_class, max_connections=aold.max_connections,
+            **aold.connection_kwargs))
+        self._scripts()
+        self.breaker.after_fork()
 
     def _failed(self, exc: BaseException) -> CacheUnavailable:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

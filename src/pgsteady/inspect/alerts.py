@@ -41,6 +41,8 @@ RUNBOOK = f"the first minute of an incident, {INCIDENTS}"
 # Where each rule's runbook_url points: the alerts page of the docs, one section per alert.
 RUNBOOK_BASE = ALERTS
 WHERE = ("instance", "job")  # the labels that say which exporter/database a series is from
+# A client pool's series: the replica (instance) whose callers wait, and which pool it is.
+CLIENT = (*WHERE, "service", "database")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,11 @@ class Rule:
     - ``increase``: ``max by (by) (increase(metric[window])) OP threshold``
     - ``min``: ``min by (by) (metric) OP threshold``
     - ``absent``: ``absent(metric)``: no series at all (the exporter itself is gone)
+    - ``busy``: ``1 - avg by (by) (rate(metric[window]))``: the share of time a host's CPUs
+      were not idle (node_exporter's ``node_cpu_seconds_total{mode="idle"}``)
+    - ``age``: ``time() - max by (by) (metric)``: seconds since a timestamp metric
+
+    ``selector`` narrows the metric's series (``{phase=~"queued|connecting"}``).
     """
 
     alert: str
@@ -68,6 +75,7 @@ class Rule:
     kind: str = "max"
     denominator: str = ""
     window: str = "5m"
+    selector: str = ""
 
     @property
     def anchor(self) -> str:
@@ -77,18 +85,23 @@ class Rule:
     def expr(self, threshold: float) -> str:
         by = f" by ({', '.join(self.by)})" if self.by else ""
         value = _number(threshold)
+        series = self.metric + self.selector
         if self.kind == "absent":
-            return f"absent({self.metric})"
+            return f"absent({series})"
         if self.kind == "ratio":
-            left = f"sum{by} ({self.metric}) / sum{by} ({self.denominator})"
+            left = f"sum{by} ({series}) / sum{by} ({self.denominator})"
         elif self.kind == "per_minute":
-            left = f"sum{by} (rate({self.metric}[{self.window}])) * 60"
+            left = f"sum{by} (rate({series}[{self.window}])) * 60"
         elif self.kind == "increase":
-            left = f"max{by} (increase({self.metric}[{self.window}]))"
+            left = f"max{by} (increase({series}[{self.window}]))"
+        elif self.kind == "busy":
+            left = f"1 - avg{by} (rate({series}[{self.window}]))"
+        elif self.kind == "age":
+            left = f"time() - max{by} ({series})"
         elif self.kind == "min":
-            left = f"min{by} ({self.metric})"
+            left = f"min{by} ({series})"
         else:
-            left = f"max{by} ({self.metric})"
+            left = f"max{by} ({series})"
         return f"{left} {self.op} {value}"
 
 
@@ -106,6 +119,11 @@ DEFAULTS: dict[str, float] = {
     "pgbouncer_not_ready_per_minute": 10, "pgbouncer_not_ready_per_minute_for": 120,
     "client_deadline_exceeded_per_minute": 60, "client_deadline_exceeded_per_minute_for": 300,
     "client_overloaded_per_minute": 0, "client_overloaded_per_minute_for": 300,
+    "client_pool_timeouts_per_minute": 1, "client_pool_timeouts_per_minute_for": 300,
+    "database_cpu": 0.9, "database_cpu_for": 600,
+    "deep_health_failed": 0, "deep_health_failed_for": 180,
+    "synthetic_check_failed": 0, "synthetic_check_failed_for": 0,
+    "synthetic_check_age_seconds": 900, "synthetic_check_age_seconds_for": 0,
     "migration_failed": 0, "migration_failed_for": 0,
     "migration_seconds": 300, "migration_seconds_for": 0,
     "restarts": 3, "restarts_for": 0,
@@ -119,20 +137,26 @@ RULES: tuple[Rule, ...] = (
          "humanizePercentage }} in use", "The service's own connection pool has been mostly in "
          "use; callers will soon queue and miss deadlines.",
          "pgsteady watch --dsn ... (pools pane); check the service's traffic and pool_size",
-         by=("job", "service"), kind="ratio", denominator="pgsteady_client_pool_size"),
+         by=CLIENT, kind="ratio", denominator="pgsteady_client_pool_size"),
     Rule("PgsteadyClientDeadlinesExceeded", "pgsteady-client",
          "pgsteady_client_deadline_exceeded_total", ">", "client_deadline_exceeded_per_minute",
          "warning", "{{ $labels.service }}: {{ $value | humanize }} deadlines a minute",
          "Callers are giving up on database lookups. With pgsteady the queries still finish and "
          "no pooler connection is lost; find why the database is slow.",
-         "pgsteady doctor --dsn ... --pgbouncer ...", by=("job", "service"),
-         kind="per_minute"),
+         "pgsteady doctor --dsn ... --pgbouncer ...", by=CLIENT, kind="per_minute"),
     Rule("PgsteadyClientOverloaded", "pgsteady-client", "pgsteady_client_overloaded_total", ">",
          "client_overloaded_per_minute", "warning",
          "{{ $labels.service }}: backlog full, {{ $value | humanize }} calls refused a minute",
          "The client's backlog is full and calls fail fast; the database or pooler is not "
-         "keeping up with demand.", "pgsteady watch --dsn ...", by=("job", "service"),
-         kind="per_minute"),
+         "keeping up with demand.", "pgsteady watch --dsn ...", by=CLIENT, kind="per_minute"),
+    Rule("PgsteadyClientPoolTimeouts", "pgsteady-client", "pgsteady_client_deadline_exceeded_total",
+         ">", "client_pool_timeouts_per_minute", "critical",
+         "{{ $labels.service }}: {{ $value | humanize }} calls a minute timed out waiting for a "
+         "connection", "Callers' deadlines pass while their jobs wait for a pool connection "
+         "(phase queued or connecting): the pool is too small for the traffic, or every "
+         "connection is held by slow queries.",
+         "pgsteady watch --dsn ... (pools pane); pgsteady blockers --dsn ...", by=CLIENT,
+         kind="per_minute", selector='{phase=~"queued|connecting"}'),
     Rule("PgsteadyConnectionsHigh", "pgsteady-postgres", "pgsteady_connections_used_ratio", ">=",
          "connections_used", "warning",
          "PostgreSQL connections {{ $value | humanizePercentage }} of usable slots",
@@ -203,6 +227,32 @@ RULES: tuple[Rule, ...] = (
          "queried the database killed healthy servers, and each restart leaked sessions.",
          "kubectl describe pod; make liveness process-only (pgsteady.health)",
          by=("namespace", "pod", "container"), kind="increase", window="15m"),
+    Rule("PgsteadyDatabaseCpuHigh", "pgsteady-host", "node_cpu_seconds_total", ">",
+         "database_cpu", "critical", "{{ $labels.instance }}: CPU {{ $value | "
+         "humanizePercentage }} busy",
+         "The database host's CPUs have been busy for long (node_exporter): in the migration "
+         f"outage ({LOCK_QUEUE}) the database ran hot for over an hour before anything broke. "
+         "Scrape node_exporter on the database hosts under their own job to page on those only.",
+         "pgsteady doctor --dsn ... ; the top queries by total time in pg_stat_statements",
+         by=WHERE, kind="busy", selector='{mode="idle"}'),
+    Rule("PgsteadyDeepHealthFailing", "pgsteady-probe", "pgsteady_probe_success", "==",
+         "deep_health_failed", "critical", "{{ $labels.probe }}: the deep health check fails",
+         "The service's deep health check (a real query through it) fails while its liveness "
+         "may stay green: the migration outage's uptime check did not touch the database.",
+         "curl the service's /health/deep; pgsteady doctor --dsn ...",
+         by=(*WHERE, "probe"), kind="min", selector='{check="http"}'),
+    Rule("PgsteadySyntheticCheckFailed", "pgsteady-probe", "pgsteady_probe_success", "==",
+         "synthetic_check_failed", "critical",
+         "{{ $labels.probe }}: the synthetic database check failed",
+         "`pgsteady probe` (run every 5 minutes) could not run its query on the database "
+         "within its deadline.", "pgsteady probe --dsn ... ; pgsteady doctor --dsn ...",
+         by=(*WHERE, "probe"), kind="min", selector='{check="database"}'),
+    Rule("PgsteadySyntheticCheckStale", "pgsteady-probe",
+         "pgsteady_probe_last_run_timestamp_seconds", ">", "synthetic_check_age_seconds",
+         "warning", "{{ $labels.probe }}: no probe result for {{ $value | humanizeDuration }}",
+         "The synthetic check stopped running (its cron job or CronJob is gone or stuck): "
+         "its failure alert is blind.", "kubectl get cronjobs; the job's last logs",
+         by=(*WHERE, "probe"), kind="age"),
     Rule("PgsteadySourceDown", "pgsteady-exporter", "pgsteady_up", "==", "source_down",
          "critical", "pgsteady exporter cannot read {{ $labels.source }}",
          "The exporter's last scrape of this source failed; its alerts are blind.",
@@ -217,7 +267,7 @@ RULES: tuple[Rule, ...] = (
 
 # Thresholds that are shares of 1 (a ratio metric): 70 where 0.7 was meant never fires.
 SHARES = frozenset(rule.key for rule in RULES
-                   if rule.kind == "ratio" or rule.metric.endswith("_ratio"))
+                   if rule.kind in ("ratio", "busy") or rule.metric.endswith("_ratio"))
 
 
 def _number(value: float) -> str:
@@ -344,15 +394,12 @@ def _q(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def prometheus_rules(config: AlertConfig | None = None,
-                     rules: Iterable[Rule] = RULES) -> str:
-    """The rules file, one group per concern, ready for ``promtool check rules``."""
-    cfg = config or AlertConfig()
+def _groups(cfg: AlertConfig, rules: Iterable[Rule], indent: str) -> list[str]:
+    """The ``groups:`` list of a rules file, each line prefixed with ``indent``."""
     groups: dict[str, list[Rule]] = {}
     for rule in rules:
         groups.setdefault(rule.group, []).append(rule)
-    lines = ["# Generated by `pgsteady alerts`; thresholds from defaults"
-             + (f" and {cfg.source}" if cfg.source else "") + ".", "groups:"]
+    lines = ["groups:"]
     for group, members in groups.items():
         lines += [f"  - name: {group}", "    rules:"]
         for rule in members:
@@ -368,6 +415,55 @@ def prometheus_rules(config: AlertConfig | None = None,
                 f"          runbook: {_q(f'Run: {rule.run}. See {RUNBOOK}.')}",
                 f"          runbook_url: {_q(cfg.runbook_url(rule))}",
             ]
+    return [indent + line for line in lines]
+
+
+def _generated(cfg: AlertConfig) -> str:
+    return ("# Generated by `pgsteady alerts`; thresholds from defaults"
+            + (f" and {cfg.source}" if cfg.source else "") + ".")
+
+
+def prometheus_rules(config: AlertConfig | None = None,
+                     rules: Iterable[Rule] = RULES) -> str:
+    """The rules file, one group per concern, ready for ``promtool check rules``."""
+    cfg = config or AlertConfig()
+    return "\n".join([_generated(cfg), *_groups(cfg, rules, "")]) + "\n"
+
+
+# Kubernetes object names (RFC 1123 subdomains) and label keys/values, as the API checks them.
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def prometheus_operator_rules(config: AlertConfig | None = None, *, name: str = "pgsteady",
+                              namespace: str | None = None,
+                              labels: Mapping[str, str] | None = None,
+                              rules: Iterable[Rule] = RULES) -> str:
+    """The same rules as a ``PrometheusRule`` (monitoring.coreos.com/v1) for the Prometheus
+    Operator: ``labels`` are what its ``ruleSelector`` matches (kube-prometheus-stack's
+    default is ``release: <its release name>``)."""
+    cfg = config or AlertConfig()
+    if not _K8S_NAME.match(name):
+        raise UsageError(f"--name {name!r} is not a Kubernetes object name; use lowercase "
+                         "letters, digits, '-' and '.', e.g. pgsteady-alerts")
+    if namespace is not None and not re.match(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+                                              namespace):
+        raise UsageError(f"--namespace {namespace!r} is not a Kubernetes namespace name")
+    for key, value in (labels or {}).items():
+        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+            raise UsageError(f"--label {key}={value} is not a Kubernetes label; write it "
+                             "like release=kube-prometheus-stack")
+    lines = [_generated(cfg), "apiVersion: monitoring.coreos.com/v1", "kind: PrometheusRule",
+             "metadata:", f"  name: {name}"]
+    if namespace is not None:
+        lines.append(f"  namespace: {namespace}")
+    if labels:
+        lines.append("  labels:")
+        lines += [f"    {_q(key)}: {_q(value)}" for key, value in sorted(labels.items())]
+    lines.append("spec:")
+    lines += _groups(cfg, rules, "  ")
     return "\n".join(lines) + "\n"
 
 

@@ -5,13 +5,17 @@ Prometheus: each :class:`~pgsteady.inspect.alerts.Rule` is computed here from th
 values the way its PromQL computes it (``max by``, ``min by``, ratio of sums, per-minute rate
 and increase of a counter over the rule's window), and a rule's labels are pending from the
 first evaluation its condition holds until its ``for`` has passed, then firing. Rules whose
-metric is not in the scrapes (client pools, migrations, kube-state-metrics) have no data.
+metric is not in the scrapes (client pools, migrations, kube-state-metrics, node_exporter,
+probes) have no data. A rule's ``selector`` keeps the series whose labels match it, as
+PromQL's does (``=``, ``!=``, ``=~``, ``!~``; regexes anchored).
 """
 
 from __future__ import annotations
 
 import itertools
 import operator
+import re
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,8 +30,39 @@ _UNITS = {"s": 1, "m": 60, "h": 3600}
 MAX_HISTORY = 4096  # points kept per counter series (bounded even at a very short interval)
 
 
+_MATCHER = re.compile(r'\s*(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
 def window_seconds(window: str) -> float:
     return float(window[:-1]) * _UNITS[window[-1]]
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """One label matcher of a PromQL selector."""
+
+    name: str
+    op: str  # = != =~ !~
+    value: str
+
+    def __call__(self, labels: Mapping[str, str]) -> bool:
+        got = labels.get(self.name, "")  # a missing label matches as "", as in PromQL
+        if self.op in ("=~", "!~"):
+            return (re.fullmatch(f"(?:{self.value})", got) is not None) == (self.op == "=~")
+        return (got == self.value) == (self.op == "=")
+
+
+def matchers(selector: str) -> list[Matcher]:
+    """A selector such as ``{phase=~"queued|connecting"}`` as its matchers."""
+    return [Matcher(name, op, text.replace('\\"', '"'))
+            for name, op, text in _MATCHER.findall(selector.strip().strip("{}"))]
+
+
+def select(selector: str, series: list[tuple[Labels, float]]) -> list[tuple[Labels, float]]:
+    """The series whose labels match ``selector`` (all of them when it is empty)."""
+    tests = matchers(selector)
+    return [(labels, value) for labels, value in series
+            if all(test(dict(labels)) for test in tests)]
 
 
 @dataclass(frozen=True)
@@ -72,8 +107,11 @@ class Evaluator:
         self.rules = tuple(rules)
         self._history: dict[tuple[str, Labels], deque[tuple[float, float]]] = {}
         self._since: dict[tuple[str, Labels], float] = {}
-        self._counters = {r.metric: window_seconds(r.window) for r in self.rules
-                          if r.kind in ("per_minute", "increase")}
+        self._counters: dict[str, float] = {}
+        for rule in self.rules:
+            if rule.kind in ("per_minute", "increase", "busy"):
+                self._counters[rule.metric] = max(self._counters.get(rule.metric, 0.0),
+                                                  window_seconds(rule.window))
 
     def _remember(self, now: float, values: Values) -> None:
         for metric, keep in self._counters.items():
@@ -113,16 +151,24 @@ class Evaluator:
 
     def _values(self, rule: Rule, values: Values, now: float) -> dict[Labels, float] | None:
         series = values.get(rule.metric)
+        if series is not None and rule.selector:
+            series = select(rule.selector, series) or None
         if rule.kind == "absent":  # fires (value 1) while no series of the metric exists
             return {} if series else {(): 1.0}
         if series is None:
             return None
-        if rule.kind in ("per_minute", "increase"):
+        if rule.kind in ("per_minute", "increase", "busy"):
             window = window_seconds(rule.window)
-            how = self.per_minute if rule.kind == "per_minute" else self.increase
+            how = self.increase if rule.kind == "increase" else self.per_minute
             rated = [(labels, how(rule.metric, labels, window, now)) for labels, _ in series]
             series = [(labels, v) for labels, v in rated if v is not None]
+            if rule.kind == "busy":  # idle seconds per second, averaged over a host's CPUs
+                return {k: 1 - sum(v) / len(v) / 60
+                        for k, v in self._group(rule, series).items()}
             return {k: sum(v) for k, v in self._group(rule, series).items()}
+        if rule.kind == "age":  # a Unix timestamp: compared with the wall clock, as time()
+            wall = time.time()
+            return {k: wall - max(v) for k, v in self._group(rule, series).items()}
         if rule.kind == "ratio":
             below = values.get(rule.denominator)
             if below is None:

@@ -1,0 +1,1 @@
+alter table stock add column note text;

@@ -1,0 +1,114 @@
+"""The order of the limits (docs/deploying.md): deadline < Celery soft_time_limit <
+time_limit, and deadline < gunicorn's --timeout. A process killed mid-query closes its
+connections, and behind PgBouncer each is a not-ready closure: a destroyed server connection.
+Under a database stall (a lock holder), the right order ends the wait and kills nothing; the
+reversed order kills the process inside its transaction, and PgBouncer destroys the server
+connection once the blocked statement fails (PgBouncer reads a client's socket again only
+when the server answers: a process killed during a one-statement call costs nothing, one
+killed inside a transaction costs a server connection)."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from conftest import Bouncer, get, start_gunicorn, stop
+
+STALL = 8.0  # seconds the lock holder keeps the table from every reader
+# The services' lock_timeout outlasts the stall: the statement waits until the holder lets go
+# (a kill then always lands inside the transaction, whatever the machine's speed).
+LOCK_TIMEOUT = "30"
+
+
+def _stock(bouncer: Bouncer) -> None:
+    with psycopg.connect(bouncer.direct, autocommit=True) as conn:
+        conn.execute("create table stock (sku text primary key, n int)")
+
+
+def _not_ready(bouncer: Bouncer, reader: object, settle: float = 1.0) -> int:
+    time.sleep(settle)  # PgBouncer writes its log asynchronously
+    return int(reader.counts().total["not_ready"])  # type: ignore[attr-defined]
+
+
+ORDERS = {
+    # deadline < soft_time_limit < time_limit: the task gives up at its deadline
+    "deadline-first": {"JOB_DEADLINE": "1", "JOB_SOFT_TIME_LIMIT": "4", "JOB_TIME_LIMIT": "6"},
+    # reversed: the hard limit comes before the deadline and kills the process mid-transaction
+    # (with a soft limit below the hard one, billiard kills only after the soft one fired)
+    "reversed": {"JOB_DEADLINE": "6", "JOB_SOFT_TIME_LIMIT": "none", "JOB_TIME_LIMIT": "2"},
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_celery_limits_in_order_kill_nothing_under_a_stall(
+        order, bouncer, celery_worker, pgsteady_lock_holder):
+    """Two tasks write, in a transaction, to a table a lock holder keeps for 8 s. Deadline first: both return at
+    their deadline, no hard time limit fires, 0 not-ready closures. Reversed: the hard limit
+    kills the pool process and PgBouncer logs not-ready closures."""
+    _stock(bouncer)
+    worker = celery_worker(LOCK_TIMEOUT=LOCK_TIMEOUT, **ORDERS[order])
+    reader = bouncer.cluster.pgbouncer.log_reader()
+    holder = pgsteady_lock_holder(bouncer.direct, "stock", "ACCESS EXCLUSIVE")
+    held_at = time.monotonic()
+    results = [worker.send("restock") for _ in range(2)]
+    outcomes = []
+    for result in results:
+        try:
+            outcomes.append(result.get(timeout=30))
+        except Exception as exc:  # the task's process was killed
+            outcomes.append({"failed": type(exc).__name__})
+    time.sleep(max(0.0, STALL - (time.monotonic() - held_at)))
+    holder.release()
+    log = worker.close()
+    not_ready = _not_ready(bouncer, reader)
+    if order == "deadline-first":
+        assert outcomes == [{"deadline": "running"}] * 2
+        assert "Hard time limit" not in log
+        assert not_ready == 0
+    else:
+        assert all("failed" in outcome for outcome in outcomes), outcomes
+        assert "Hard time limit" in log
+        assert not_ready >= 1, log[-5000:]
+
+
+GUNICORN_ORDERS = {
+    "deadline-first": ((), {"WEB_DEADLINE": "1"}),  # the page's timeout = 30
+    "reversed": (("--timeout", "2"), {"WEB_DEADLINE": "6"}),
+}
+
+
+@pytest.mark.parametrize("order", GUNICORN_ORDERS)
+def test_gunicorn_limits_in_order_kill_nothing_under_a_stall(
+        order, bouncer, tmp_path, pgsteady_lock_holder):
+    """A sync worker's request writes to a locked table in a transaction. Deadline < --timeout: a 504 at the
+    deadline, no WORKER TIMEOUT, 0 not-ready closures. Reversed: gunicorn kills the worker
+    mid-query and PgBouncer destroys its server connection (a not-ready closure)."""
+    _stock(bouncer)
+    extra, env = GUNICORN_ORDERS[order]
+    proc, port, log = start_gunicorn("gunicorn_conf.py", "wsgi_app:app", bouncer, tmp_path,
+                                     *extra, WEB_CONCURRENCY="1", LOCK_TIMEOUT=LOCK_TIMEOUT,
+                                     **env)
+    try:
+        reader = bouncer.cluster.pgbouncer.log_reader()
+        holder = pgsteady_lock_holder(bouncer.direct, "stock", "ACCESS EXCLUSIVE")
+        held_at = time.monotonic()
+        try:
+            status, body = get(port, "/restock", timeout=20)
+        except OSError as exc:  # the worker died under the request
+            status, body = 0, {"error": repr(exc)}
+        time.sleep(max(0.0, STALL - (time.monotonic() - held_at)))
+        holder.release()
+    finally:
+        output = stop(proc)
+    text = log.read_text() + output
+    not_ready = _not_ready(bouncer, reader)
+    if order == "deadline-first":
+        assert status == 504, body
+        assert "WORKER TIMEOUT" not in text
+        assert not_ready == 0, bouncer.cluster.pgbouncer.log_path.read_text()[-5000:] + text
+    else:
+        assert status != 200
+        assert "WORKER TIMEOUT" in text, text[-2000:]
+        assert not_ready >= 1
