@@ -17,7 +17,7 @@ import operator
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pgsteady.inspect.alerts import RULES, AlertConfig, Rule
