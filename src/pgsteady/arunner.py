@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.abc import Params, Query
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pgsteady import _core, _fork, _poollog, _setup
+from pgsteady import _core, _fork, _outcome, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
-from pgsteady.errors import CannotConnect
+from pgsteady.errors import CannotConnect, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
@@ -30,6 +30,7 @@ log = logging.getLogger("pgsteady.runner")
 
 
 T = TypeVar("T")
+_REFUSAL_CHECK = 0.2  # as Database's: how often a waiting caller looks for a refusal
 AsyncWork = Callable[[psycopg.AsyncConnection[Any], Job], Awaitable[Any]]
 
 
@@ -70,10 +71,15 @@ class AsyncDatabase:
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
+        # A pooler refusing pooler="direct"'s startup options, noted at connect (see Database).
+        self._refused: list[str] = []
+        kwargs = dict(pool_kwargs or {})
+        kwargs["connection_class"] = _outcome.watching(
+            kwargs.get("connection_class", psycopg.AsyncConnection), self._refused, pooler)
         # Every connection passes _configure, which also lists it for _fork.
         self._make_pool = functools.partial(
             AsyncConnectionPool, conninfo, **setup.pool_args(), configure=self._configure,
-            **(pool_kwargs or {}))
+            **kwargs)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = self._make_pool()
         self._forked = False  # a child's copy, to start its own pool and workers on first use
         self._workers: list[asyncio.Task[None]] = []
@@ -121,6 +127,8 @@ class AsyncDatabase:
         deadline = time.monotonic() + seconds
         while (self._core.held + self._pool.get_stats().get("pool_available", 0)
                < self._core.pool_size):
+            if self._refused:  # it never will: the pooler refuses pooler="direct"
+                raise UsageError(self._refused[0])
             if time.monotonic() >= deadline:
                 raise CannotConnect(
                     f"the pool could not open {self._core.pool_size} connections to "
@@ -298,13 +306,30 @@ class AsyncDatabase:
         self._core.held -= 1
         await self._pool.putconn(conn)
 
+    async def _getconn(self, wait: float) -> psycopg.AsyncConnection[Any]:
+        """A connection within ``wait``; with pooler="direct", looked for in short slices, so
+        that a pooler's refusal of the startup options ends the wait (see Database)."""
+        if not self._check_slots:
+            return await self._pool.getconn(timeout=wait)
+        end = time.monotonic() + wait
+        while not self._refused:
+            try:
+                return await self._pool.getconn(timeout=min(_REFUSAL_CHECK, wait))
+            except PoolTimeout:
+                wait = end - time.monotonic()
+                if wait <= 0:
+                    raise
+        raise UsageError(self._refused[0])
+
     async def _connection_for(self, job: Job) -> psycopg.AsyncConnection[Any] | None:
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
-            conn = await self._pool.getconn(timeout=wait)
+            conn = await self._getconn(wait)
         except Exception as exc:  # PoolTimeout, PoolClosed, or anything else: never hang
-            self._core.no_connection(job, _core.no_connection_error(exc, wait))
+            error = UsageError(self._refused[0]) if self._refused else \
+                _core.no_connection_error(exc, wait)
+            self._core.no_connection(job, error)
             _settle(job)
             return None
         self._core.held += 1

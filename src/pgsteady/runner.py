@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 from psycopg.abc import Params, Query
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pgsteady import _core, _direct, _fork, _poollog, _setup
+from pgsteady import _core, _direct, _fork, _outcome, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
-from pgsteady.errors import CannotConnect
+from pgsteady.errors import CannotConnect, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
 from pgsteady.settings import Duration, redact, to_seconds
 
@@ -40,6 +40,8 @@ __all__ = ["DEFAULT", "Database", "DatabaseStats"]  # DEFAULT lives in _core, sh
 log = logging.getLogger("pgsteady.runner")
 
 T = TypeVar("T")
+# How often a caller waiting for a connection looks whether the pooler refused pooler="direct".
+_REFUSAL_CHECK = 0.2
 
 
 @dataclass(eq=False, slots=True)
@@ -114,6 +116,11 @@ class Database:
         if self._direct:
             kwargs["connection_class"] = _direct.driven(
                 kwargs.get("connection_class", psycopg.Connection))
+        # A pooler refusing pooler="direct"'s startup options, noted at connect: callers
+        # waiting for a connection then fail at once with the fix, not at their deadline.
+        self._refused: list[str] = []
+        kwargs["connection_class"] = _outcome.watching(
+            kwargs.get("connection_class", psycopg.Connection), self._refused, pooler)
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
@@ -175,6 +182,8 @@ class Database:
             self._restart()
         deadline = time.monotonic() + seconds
         while self._open_connections() < self._core.pool_size:
+            if self._refused:  # it never will: the pooler refuses pooler="direct"
+                raise UsageError(self._refused[0])
             if time.monotonic() >= deadline:
                 raise CannotConnect(
                     f"the pool could not open {self._core.pool_size} connections to "
@@ -463,15 +472,32 @@ class Database:
             slot.conn, slot.turns = None, 0
         self._pool.putconn(conn)
 
+    def _getconn(self, wait: float) -> psycopg.Connection[Any]:
+        """A connection from the pool within ``wait``; with pooler="direct", looked for in
+        short slices, so that a pooler's refusal of the startup options ends the wait."""
+        if not self._check_slots:
+            return self._pool.getconn(timeout=wait)
+        end = time.monotonic() + wait
+        while not self._refused:
+            try:
+                return self._pool.getconn(timeout=min(_REFUSAL_CHECK, wait))
+            except PoolTimeout:
+                wait = end - time.monotonic()
+                if wait <= 0:
+                    raise
+        raise UsageError(self._refused[0])
+
     def _connection_for(self, slot: _Slot, job: Job) -> bool:
         """Get ``slot`` a connection for ``job``; False (the job ended) if none came."""
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
-            conn = self._pool.getconn(timeout=wait)
+            conn = self._getconn(wait)
         except Exception as exc:  # PoolTimeout, PoolClosed, or anything else: never hang
+            error = UsageError(self._refused[0]) if self._refused else \
+                _core.no_connection_error(exc, wait)
             with self._lock:
-                self._core.no_connection(job, _core.no_connection_error(exc, wait))
+                self._core.no_connection(job, error)
             job.waker.release()
             return False
         with self._lock:
