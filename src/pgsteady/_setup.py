@@ -122,7 +122,8 @@ def not_in_transaction_mode(exc: psycopg.errors.ActiveSqlTransaction) -> UsageEr
 
 def check_sizes(pool_size: int, max_waiting: int | None) -> int:
     for name, value in (("pool_size", pool_size), ("max_waiting", max_waiting)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        if (value is not None or name == "pool_size") and (
+                isinstance(value, bool) or not isinstance(value, int)):
             raise UsageError(f"{name} must be a whole number, got {value!r}")
     if pool_size < 1:
         raise UsageError(f"pool_size must be at least 1, got {pool_size}")

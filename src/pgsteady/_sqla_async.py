@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, overload
 from sqlalchemy.sql import Executable
 from sqlalchemy.sql.selectable import TypedReturnsRows
 
-from pgsteady import _core, _fork, _sqla_warm
+from pgsteady import _checks, _core, _fork, _sqla_warm
 from pgsteady import _sqla_jobs as _jobs
 from pgsteady._core import DEFAULT, DatabaseStats, Job
 from pgsteady._sqla_jobs import AsyncConnection, AsyncEngine, AsyncSession
@@ -54,6 +54,7 @@ class AsyncSteady:
         connect_timeout: Duration = 10.0, breaker: CircuitBreaker | None = None,
         session_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        _checks.breaker(breaker)
         sync_engine = _jobs.async_engine_of(engine)
         setup = _jobs.setup(sync_engine, concurrency=concurrency, max_waiting=max_waiting,
                             service=service, pooler=pooler, statement_timeout=statement_timeout,
@@ -86,6 +87,10 @@ class AsyncSteady:
         """``await fn(session)`` in one transaction; commits when it returns, rolls back when
         it raises. Past the deadline the caller gets ``DeadlineExceeded`` and ``fn`` still
         runs to its end (commit or rollback) before its connection returns to the pool."""
+        if True:  # ASYNC
+            _checks.job_function(fn, "AsyncSteady", wants_async=True)
+        else:
+            _checks.job_function(fn, "Steady", wants_async=False)
         result: T = await self._call(fn, deadline)
         return result
 

@@ -113,11 +113,26 @@ def setup(engine: Engine, *, concurrency: int | None, max_waiting: int | None, s
             raise UsageError(f"the engine's {type(engine.pool).__name__} has no size; pass "
                              f"concurrency= (how many jobs may hold a connection at once)")
         concurrency = int(size())
+    elif (capacity := _pool_capacity(engine)) is not None and \
+            isinstance(concurrency, int) and concurrency > capacity:
+        raise UsageError(f"concurrency={concurrency} is more than the engine's pool can lend "
+                         f"({capacity}: pool_size + max_overflow); the rest would wait in "
+                         f"SQLAlchemy's pool past every deadline. Lower concurrency or raise "
+                         f"the engine's pool_size")
     return _setup.Setup.of(
         pool_size=concurrency, max_waiting=max_waiting, service=service, pooler=pooler,
         statement_timeout=statement_timeout, lock_timeout=lock_timeout,
         idle_in_transaction_timeout=idle_in_transaction_timeout, deadline=deadline,
         connect_timeout=connect_timeout)
+
+
+def _pool_capacity(engine: Engine) -> int | None:
+    """How many connections the engine's pool lends at once, when it says (a QueuePool's
+    size plus its overflow); None when unbounded or unknown."""
+    size, overflow = getattr(engine.pool, "size", None), getattr(engine.pool, "_max_overflow", None)
+    if not callable(size) or not isinstance(overflow, int) or overflow < 0:
+        return None
+    return int(size()) + overflow
 
 
 def wrap(exc: BaseException, job: Job) -> BaseException:

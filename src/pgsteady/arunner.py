@@ -20,7 +20,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pgsteady import _core, _fork, _outcome, _poollog, _setup
+from pgsteady import _checks, _core, _fork, _outcome, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
 from pgsteady.errors import CannotConnect, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
@@ -58,6 +58,7 @@ class AsyncDatabase:
         pool_kwargs: dict[str, Any] | None = None, breaker: CircuitBreaker | None = None,
     ) -> None:
         _setup.check_conninfo(conninfo)
+        _checks.breaker(breaker)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
         setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
@@ -185,6 +186,7 @@ class AsyncDatabase:
     async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *,
                   deadline: Duration = DEFAULT) -> T:
         """Run ``await fn(conn)`` in one transaction on a worker; see ``Database.run``."""
+        _checks.job_function(fn, "AsyncDatabase", wants_async=True)
         local = self._set_query if self.settings.pooler == "transaction" else None
 
         async def work(conn: psycopg.AsyncConnection[Any], job: Job) -> T:

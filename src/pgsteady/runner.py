@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pgsteady import _core, _direct, _fork, _outcome, _poollog, _setup
+from pgsteady import _checks, _core, _direct, _fork, _outcome, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
@@ -95,6 +95,7 @@ class Database:
         breaker: CircuitBreaker | None = None,
     ) -> None:
         _setup.check_conninfo(conninfo)
+        _checks.breaker(breaker)
         _poollog.install()  # psycopg_pool's warnings: one per kind per 10 s, not a flood
         setup = _setup.Setup.of(
             pool_size=pool_size, max_waiting=max_waiting, service=service, pooler=pooler,
@@ -259,6 +260,7 @@ class Database:
         whether COMMIT had been sent: before, ``QueryFailed`` (rolled back, safe to retry);
         during, ``OutcomeUnknown`` (it may have committed).
         """
+        _checks.job_function(fn, "Database", wants_async=False)
         local = self._set_query if self.settings.pooler == "transaction" else None
 
         def work(conn: psycopg.Connection[Any], job: Job) -> T:
