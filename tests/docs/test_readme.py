@@ -10,7 +10,9 @@ Blocks run by default, chosen by their fence's language:
 - ``text``, ``console``, ``yaml``, ``ini``, ``conf``, ``json``, ``sql``: illustrative (output,
   or configuration and statements for other programs): not run.
 
-A block of any other language, or none, fails the test: give it one. An HTML comment on the
+A block that only includes a file of the repository (``--8<-- "tests/deploy/apps/..."``, the
+snippets extension) is that file, run by its own tests. A block of any other language, or
+none, fails the test: give it one. An HTML comment on the
 line before a fence changes how it runs:
 
 - ``<!-- readme-test: skip REASON -->``: not run (say why; e.g. it runs the whole suite);
@@ -50,6 +52,7 @@ _BY_LANGUAGE = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "s
                 **dict.fromkeys(("text", "console", "yaml", "yml", "ini", "conf", "json", "sql"),
                                 "not-run")}
 _MODES = {"skip", "pytest", "alembic-env"}
+_INCLUDE = re.compile(r'^--8<-- "([^"]+)"\s*$')
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,11 @@ def snippets(text: str, page: str = "README.md") -> list[Snippet]:
                        len(lines))
             language = m[1].lower()
             mode, reason = mark or (_BY_LANGUAGE.get(language, "unknown"), "")
+            body = [b for b in lines[i + 1:end] if b.strip()]
+            if body and all(_INCLUDE.match(b) for b in body):
+                # The page shows a file of the repository (the snippets extension, which
+                # checks the path): that file is run by its own tests (tests/deploy).
+                mode, reason = "not-run", "an included file, run by its own tests"
             found.append(Snippet(i + 1, language, mode, reason,
                                  "\n".join(lines[i + 1:end]) + "\n", page))
             mark = None

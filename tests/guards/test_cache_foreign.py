@@ -45,7 +45,7 @@ def _shapes() -> dict[str, bytes]:
     }
 
 
-SHAPES = _shapes()
+SHAPES = _shapes()  # the names; each test makes its entries when it runs
 VALUE = {"org": 7, "limit": (1, 2)}
 
 
@@ -62,7 +62,7 @@ def test_a_foreign_entry_is_a_miss_loaded_and_overwritten(pgsteady_redis, caplog
     """StaleCache: the entry is a miss (the loader runs once), the loaded value replaces it,
     the next lookup is a fresh hit, and one warning names the key."""
     with pgsteady_redis.client() as client:
-        client.set("pgsteady:org:7", SHAPES[shape])
+        client.set("pgsteady:org:7", _shapes()[shape])  # stamped now, not at collection
     cache = StaleCache(RedisBackend(pgsteady_redis.url), fresh_for=60, stale_for=120)
     calls = []
     with caplog.at_level(logging.WARNING, logger="pgsteady.guards"):
@@ -80,7 +80,7 @@ def test_async_a_foreign_entry_is_a_miss_loaded_and_overwritten(pgsteady_redis, 
                                                                 shape):
     """AsyncStaleCache: the same, through the asyncio client."""
     with pgsteady_redis.client() as client:
-        client.set("pgsteady:org:7", SHAPES[shape])
+        client.set("pgsteady:org:7", _shapes()[shape])  # stamped now, not at collection
     calls = []
 
     async def load() -> dict:
