@@ -183,6 +183,7 @@ class Steady:
         self._ready, self._workers = threading.Condition(), []
         self._forked = not self._core.closed
         self._wiring.after_fork()
+        self.settings = self._wiring.settings  # labelled with the child's pid
         if self.breaker is not None:
             self.breaker.after_fork()
 

@@ -114,6 +114,8 @@ class Wiring:
         """In a forked child (see :mod:`pgsteady._fork`): the engine forgets the parent's
         connections without closing them, as ``engine.dispose(close=False)`` does; those it
         opened before this object hooked its events are silenced first, as ours were."""
+        self.settings = self.settings.for_this_process()  # labelled with the child's pid
+        self._startup = self.settings.connect_kwargs()
         pool: Any = self.engine.pool
         queue = getattr(getattr(pool, "_pool", None), "queue", ())
         for record in list(queue):

@@ -162,6 +162,9 @@ class Database:
         core = self._core = self._core.fresh()
         self._lock = threading.Lock()
         self._idle_holding, self._idle_empty, self._slots, self._workers = [], [], [], []
+        self.settings = self.settings.for_this_process()  # labelled with the child's pid
+        self._make_pool = functools.partial(self._make_pool, kwargs={
+            **self._make_pool.keywords["kwargs"], **self.settings.connect_kwargs()})
         self._pool = self._make_pool()
         self._forked = core.opened and not core.closed
         if self.breaker is not None:

@@ -10,7 +10,7 @@ import math
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeAlias
 
@@ -155,6 +155,11 @@ class SessionSettings:
             raise UsageError(f"pooler must be one of {', '.join(POOLERS)}; got {self.pooler!r}")
         if not self.application_name:
             object.__setattr__(self, "application_name", default_label(self.service))
+
+    def for_this_process(self) -> SessionSettings:
+        """The same settings labelled with this process's pid: a forked child's sessions must
+        not carry its parent's (``pg_stat_activity`` would point at the wrong process)."""
+        return replace(self, application_name=default_label(self.service))
 
     def values(self) -> dict[str, str]:
         return {
