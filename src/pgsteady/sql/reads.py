@@ -38,15 +38,17 @@ def tree(target: Target, *reaches: Reach) -> list[Target]:
 
 
 def reads(node: Any, lock: LockMode = AS, *, expand: bool = True,
-          stronger: frozenset[str] = frozenset()) -> list[Target]:
+          stronger: frozenset[str] = frozenset(),
+          ctes: frozenset[str] = frozenset()) -> list[Target]:
     """What a query (or expression) reads: each relation, what views expand to, partitions.
 
     ``expand=False``: the query is only parsed (a view's definition), so views and
     partitioned tables are not expanded. ``stronger``: names (as written) that get ``lock``
-    while the others get ACCESS SHARE (``FOR UPDATE OF a``). CTE names show up as RangeVars
-    too; they resolve to nothing, or to a same-named table (a harmless over-approximation)."""
+    while the others get ACCESS SHARE (``FOR UPDATE OF a``). A reference to a CTE in scope
+    (an unqualified name a WITH above it, or ``ctes``, defines) is the CTE, not a table: left
+    out."""
     out: list[Target] = []
-    for item in walk(node):
+    for item in _scoped(node, ctes):
         if isinstance(item, ast.RangeVar):
             reaches: tuple[Reach, ...] = () if not expand else \
                 (Reach.READS, Reach.DESCENDANTS) if item.inh else (Reach.READS,)
@@ -88,12 +90,15 @@ def dml(kind: str) -> Any:
             targets.append(rv(node.relation, RS, Reach.REFERENCED))
         if not isinstance(node, ast.InsertStmt):
             targets.append(rv(node.relation, RE, Reach.REFERENCING))
+        # The statement's own WITH names are CTEs in every part of it, not tables.
+        scope = frozenset(cte.ctename for cte in getattr(getattr(node, "withClause", None),
+                                                         "ctes", None) or ())
         for attr in ("selectStmt", "fromClause", "usingClause", "whereClause", "withClause",
                      "returningList", "targetList", "onConflictClause", "sourceRelation",
                      "joinCondition", "mergeWhenClauses"):
             value = getattr(node, attr, None)
             if value is not None:
-                targets += reads(value)
+                targets += reads(value, ctes=scope)
         return kind, targets + writable_ctes(node), True
     return describe
 
@@ -191,6 +196,26 @@ def _written(rel: Any) -> str:
     """A relation (or an alias, after OF) as written: the name a FOR ... OF clause uses."""
     alias = getattr(getattr(rel, "alias", None), "aliasname", None)
     return str(alias or rel.relname)
+
+
+def _scoped(node: Any, ctes: frozenset[str]) -> Iterator[Any]:
+    """Every AST node under ``node``, but the RangeVars that name a CTE in scope: a WITH's
+    names are visible in its own statement (its CTEs included, for WITH RECURSIVE), as
+    PostgreSQL resolves them."""
+    if isinstance(node, tuple):
+        for item in node:
+            yield from _scoped(item, ctes)
+        return
+    if not isinstance(node, ast.Node):
+        return
+    if isinstance(node, ast.RangeVar) and not node.schemaname and node.relname in ctes:
+        return
+    with_clause = getattr(node, "withClause", None)
+    if isinstance(with_clause, ast.WithClause):
+        ctes = ctes | {cte.ctename for cte in with_clause.ctes or ()}
+    yield node
+    for attr in node:
+        yield from _scoped(getattr(node, attr), ctes)
 
 
 def walk(node: Any) -> Iterator[Any]:
