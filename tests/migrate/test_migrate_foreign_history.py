@@ -47,6 +47,25 @@ def test_a_database_morph_keeps_is_refused_and_nothing_applied(tmp_path, db):
     assert _tables(db) == ["db_migrations"]
 
 
+def test_morph_with_a_prefixed_table_name_is_refused_too(tmp_path, db):
+    """morph lets a project name its table (Mattermost's plugins: SetMigrationTableName
+    ("IR_db_migrations")): such a database is refused as well (it said 83 pending, exit 0,
+    and re-ran 23 applied migrations), while a table merely ending in the name, with other
+    columns, is nobody's history."""
+    folder = write_migrations(tmp_path / "m", MATTERMOST_LIKE)
+    with psycopg.connect(db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE shop_db_migrations (id int, note text)")  # not morph's
+        conn.execute("INSERT INTO shop_db_migrations VALUES (1, 'x')")
+        conn.execute("CREATE TABLE ir_db_migrations (version bigint NOT NULL PRIMARY KEY, "
+                     "name varchar NOT NULL)")
+        conn.execute("INSERT INTO ir_db_migrations VALUES (1, 'create_users')")
+    done = run_cli("migrate", "--status", "--dsn", db, "--dir", str(folder))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "public.ir_db_migrations holds morph (Mattermost)'s history (1 row" in done.stderr
+    assert "shop_db_migrations" not in done.stderr
+    assert _tables(db) == ["ir_db_migrations", "shop_db_migrations"]
+
+
 def test_an_empty_foreign_table_is_no_reason_to_refuse(tmp_path, db):
     """Another runner's table without rows (created, never used) does not stop the run."""
     folder = write_migrations(tmp_path / "m", MATTERMOST_LIKE)

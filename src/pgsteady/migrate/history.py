@@ -105,6 +105,7 @@ class Store:
         row = conn.execute(queries.DATABASE_AND_SCHEMA).fetchone()
         schemas = list(dict.fromkeys([self.schema, *([row[1]] if row and row[1] else [])]))
         found = conn.execute(queries.HISTORY_TABLES, {"names": histories.table_names(),
+                                                      "patterns": histories.table_patterns(),
                                                       "schemas": schemas}).fetchall()
         beside: dict[str, set[str]] = {}
         for schema, table, _ in found:

@@ -126,7 +126,8 @@ SELECT n.nspname::text, c.relname::text, array_agg(a.attname::text ORDER BY a.at
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.relkind IN ('r', 'p') AND c.relname = ANY(%(names)s) AND n.nspname = ANY(%(schemas)s)
+WHERE c.relkind IN ('r', 'p') AND n.nspname = ANY(%(schemas)s)
+  AND (c.relname = ANY(%(names)s) OR c.relname LIKE ANY(%(patterns)s))
 GROUP BY 1, 2
 ORDER BY 1, 2
 """

@@ -25,18 +25,23 @@ class Signature(Record):
     table the runner keeps beside it (or None); ``runner`` as people write it, ``tool``: the
     ``--tool`` that reads it (None: pgsteady does not run that runner's folders)."""
 
-    __slots__ = ("columns", "companion", "runner", "table", "tool")
+    __slots__ = ("columns", "companion", "prefixed", "runner", "table", "tool")
 
     def __init__(self, runner: str, table: str, columns: Iterable[str],
-                 tool: str | None = None, companion: str | None = None) -> None:
+                 tool: str | None = None, companion: str | None = None, *,
+                 prefixed: bool = False) -> None:
         self.runner: Final = runner
         self.table: Final = table
         self.columns: Final = frozenset(columns)
         self.tool: Final = tool
         self.companion: Final = companion
+        # The runner lets a project put a prefix before the name (morph's
+        # SetMigrationTableName: Mattermost's plugins keep "ir_db_migrations").
+        self.prefixed: Final = prefixed
 
     def fits(self, table: str, columns: frozenset[str], tables: frozenset[str]) -> bool:
-        return (table == self.table and self.columns <= columns
+        named = table == self.table or (self.prefixed and table.endswith("_" + self.table))
+        return (named and self.columns <= columns
                 and (self.companion is None or self.companion in tables))
 
     @property
@@ -56,7 +61,7 @@ FOREIGN = (
     Signature("TypeORM", "migrations", ["id", "timestamp", "name"]),
     Signature("Laravel", "migrations", ["id", "migration", "batch"]),
     Signature("Sequelize", "SequelizeMeta", ["name"]),
-    Signature("morph (Mattermost)", "db_migrations", ["version", "name"]),
+    Signature("morph (Mattermost)", "db_migrations", ["version", "name"], prefixed=True),
     Signature("node-pg-migrate", "pgmigrations", ["id", "name", "run_on"]),
     Signature("MikroORM", "mikro_orm_migrations", ["id", "name", "executed_at"]),
     Signature("Kysely", "kysely_migration", ["name", "timestamp"]),
@@ -86,6 +91,12 @@ def table_names() -> list[str]:
     """The history table names to look for."""
     return sorted({s.table for s in signatures()} | {s.companion for s in signatures()
                                                      if s.companion})
+
+
+def table_patterns() -> list[str]:
+    """LIKE patterns for the names a runner lets a project prefix (``%db_migrations``); what
+    they find is then checked by :meth:`Signature.fits`."""
+    return sorted({f"%{s.table}" for s in signatures() if s.prefixed})
 
 
 def identify(table: str, columns: Iterable[str], tables: Iterable[str] = (),
