@@ -166,3 +166,20 @@ def test_a_database_sqlx_migrated_is_recognised(tmp_path, db):
     done = run_cli("migrate", "--dsn", db, "--dir", str(folder), "--tool", "sqlx")
     assert done.returncode == 0, done.stderr
     assert columns(db, "users_email") == ["email"]
+
+
+def test_pop_templates_are_named_as_templates_not_bad_sql(tmp_path, db):
+    """A pop folder whose SQL files are Go templates ({{ index .Options "Namespace" }}, as
+    supabase/auth's) is refused as templates pgsteady does not render (exit 2, file:line),
+    not as 'syntax error at or near "{" ... fix the SQL'; nothing runs."""
+    folder = write_migrations(tmp_path / "m", {
+        "20200101000000_init.up.sql":
+            'CREATE TABLE IF NOT EXISTS {{ index .Options "Namespace" }}.users (id int);\n',
+        "20200101000000_init.down.sql": 'DROP TABLE {{ index .Options "Namespace" }}.users;\n',
+    })
+    for args in (["migrate", "--status"], ["migrate"]):
+        done = run_cli(*args, "--dsn", db, "--dir", str(folder))
+        assert done.returncode == 2, (args, done.stderr)
+        assert "20200101000000_init.up.sql:1: a template" in done.stderr
+        assert "fix the SQL" not in done.stderr and "Traceback" not in done.stderr
+    assert _tables(db) == []

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -105,6 +106,11 @@ class Migration:
 
 _SKIPS_NAMED = 10  # a wrong --dir names a few strays, not every file in it
 
+
+
+# A Go template's action ({{ .Options "Namespace" }}, {{ index .Env "X" }}): pop's SQL
+# migrations are such templates, rendered before they run.
+_TEMPLATE = re.compile(r"\{\{-?\s*[.\w\"(].*?\}\}", re.DOTALL)
 
 def scan_dir(directory: str | Path, tool: str = "auto") -> registry.Scan:
     """The folder's files as ``tool``'s (``auto``: detected), skipped entries logged."""
@@ -236,6 +242,11 @@ def parts_of(path: Path, up: registry.UpPart) -> list[Part]:
         except SqlSyntaxError as exc:
             line = up.file_line(chunk.line + exc.line - 1)
             col = exc.col + (chunk.col - 1 if exc.line == 1 else 0)
+            if _TEMPLATE.search(chunk.text):  # the SQL is fine once its tool renders it
+                raise BadMigration(
+                    f"{path}:{line}: a template ({{{{ ... }}}}), as pop (gobuffalo) and other "
+                    f"Go tools render before running; pgsteady migrate runs SQL as written: "
+                    f"run the folder with its own tool, or render it first") from None
             raise BadMigration(f"{path}:{line}: {exc.message} (column {col}); "
                                f"fix the SQL") from None
         for parsed in found:
