@@ -323,3 +323,13 @@ def test_the_tool_branch_finder_finds_one():
     code = ('if layout == "flyway": pass\nif tool in ("goose", "tern"): pass\n'
             'if name == "other": pass\nx = "flyway"\n')
     assert _tool_name_branches(ast.parse(code), frozenset({"flyway", "goose"})) == [1, 2]
+
+
+def test_test_modules_have_names_of_their_own():
+    """pytest imports test modules by their file name (rootdir-relative, no packages): two
+    files of one name in different folders stop the whole run at collection."""
+    tests = Path(__file__).resolve().parent
+    names = Counter(p.name for p in tests.rglob("*.py")
+                    if p.name not in ("__init__.py", "conftest.py")
+                    and "cases" not in p.relative_to(tests).parts)
+    assert [name for name, n in names.items() if n > 1] == []
