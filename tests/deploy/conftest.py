@@ -4,9 +4,11 @@ services in ``apps/`` (the Deploying page's sources) start with."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -91,7 +93,9 @@ def wait_http(port: int, proc: subprocess.Popen[Any], timeout: float = 30.0) -> 
 
 
 def stop(proc: subprocess.Popen[Any], timeout: float = 20.0) -> str:
-    """SIGTERM (a graceful stop for gunicorn and Celery), then SIGKILL; its output."""
+    """SIGTERM (a graceful stop for gunicorn and Celery), then SIGKILL; its output. Whatever
+    is left of its session (a worker whose master was killed) is killed too: the servers a
+    test starts are in a session of their own (``start_new_session``), so none outlives it."""
     if proc.poll() is None:
         proc.terminate()
     try:
@@ -99,6 +103,8 @@ def stop(proc: subprocess.Popen[Any], timeout: float = 20.0) -> str:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate(timeout=10)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
     return out or ""
 
 
@@ -125,6 +131,7 @@ def start_gunicorn(config: str, app: str, bouncer: Bouncer, tmp_path: Path,
     proc = subprocess.Popen(
         ["gunicorn", "-c", str(APPS / config), "-b", f"127.0.0.1:{port}", *extra, app],
         cwd=APPS, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,  # stop() kills what is left of the session
         env=app_env(PGSTEADY_DSN=bouncer.dsn, MASTER_REPORT=str(tmp_path / "master.json"),
                     **env))
     try:
@@ -147,6 +154,7 @@ class Worker:
             ["celery", "-A", "celery_app", "worker", "--pool=prefork", "--concurrency=2",
              "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=APPS, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,  # stop() kills what is left of the session
             env=app_env(PGSTEADY_DSN=bouncer.dsn, CELERY_BROKER_URL=broker,
                         CELERY_RESULT_BACKEND=backend, **env))
         self.client = Celery("client", broker=broker, backend=backend)

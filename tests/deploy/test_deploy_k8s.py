@@ -58,7 +58,8 @@ def test_deployment_command_and_probes_answer(bouncer: Bouncer, tmp_path):
     env = _literal_env(container) | {"BIND": f"127.0.0.1:{port}", "PGSTEADY_DSN": bouncer.dsn}
     log = tmp_path / "gunicorn.log"
     proc = subprocess.Popen(container["command"], cwd=APPS, env=app_env(**env),
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # stop() kills what is left of it
     try:
         wait_http(port, proc)
         for probe in ("livenessProbe", "readinessProbe"):
