@@ -123,6 +123,24 @@ def get(port: int, path: str, timeout: float = 30.0) -> tuple[int, dict[str, Any
         conn.close()
 
 
+def until_ready(port: int, path: str, *, period: float = 1.0, within: float = 30.0,
+                timeout: float = 30.0) -> tuple[int, dict[str, Any], int]:
+    """Ask ``path`` as a kubelet asks a readinessProbe: again every ``period`` until it answers
+    200, for at most ``within`` seconds (a pod stays out of rotation until then; a readiness
+    failure never restarts it). Returns the last status and body and how many asks it took."""
+    end = time.monotonic() + within
+    asks = 0
+    while True:
+        asks += 1
+        try:
+            status, body = get(port, path, timeout=timeout)
+        except OSError as exc:
+            status, body = 0, {"error": repr(exc)}
+        if status == 200 or time.monotonic() + period > end:
+            return status, body, asks
+        time.sleep(period)
+
+
 def start_gunicorn(config: str, app: str, bouncer: Bouncer, tmp_path: Path,
                    *extra: str, **env: str) -> tuple[subprocess.Popen[str], int, Path]:
     """gunicorn with one of the page's configs, bound to a free port; its log in a file."""

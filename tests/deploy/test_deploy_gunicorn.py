@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
 
-from conftest import get, parent_clients, start_gunicorn, stop
+from conftest import get, parent_clients, start_gunicorn, stop, until_ready
 
 CLIENTS = 8
 REQUESTS = 30  # per client: 240 in all
@@ -92,17 +91,20 @@ def test_gunicorn_preload_uvicorn_workers_answer_their_own_requests(bouncer, tmp
 @pytest.mark.parametrize("probe", ["live", "ready", "deep"])
 def test_gunicorn_workers_serve_the_probes(bouncer, tmp_path, probe):
     """The Kubernetes probes the page points at answer 200 from a preloaded, forked worker:
-    live at once; ready and deep, which need the database, within the kubelet's tries (the
-    worker opens its first connections when it starts, and the pod is out of rotation until
-    then)."""
-    proc, port, _ = start_gunicorn("gunicorn_conf.py", "wsgi_app:app", bouncer, tmp_path)
-    tries = 1 if probe == "live" else 3
+    live at once; ready and deep, which need the database, once the workers have opened their
+    first connections (asked as the kubelet asks, every period until ready: the pod is out of
+    rotation until then), and from then on every time, whichever worker answers."""
+    proc, port, log = start_gunicorn("gunicorn_conf.py", "wsgi_app:app", bouncer, tmp_path)
     try:
-        for attempt in range(tries):
+        if probe == "live":
             status, body = get(port, f"/health/{probe}")
-            if status == 200 or attempt == tries - 1:
-                break
-            time.sleep(2)  # a readinessProbe's periodSeconds, shortened
+            asks, after = 1, []
+        else:
+            status, body, asks = until_ready(port, f"/health/{probe}")
+            after = [get(port, f"/health/{probe}") for _ in range(6)] if status == 200 else []
     finally:
-        stop(proc)
-    assert status == 200, body
+        output = stop(proc)
+    seen = json.dumps(body) + f" after {asks} asks\n" + (log.read_text() + output)[-3000:] + \
+        bouncer.cluster.pgbouncer.log_path.read_text()[-3000:]
+    assert status == 200, seen
+    assert [code for code, _ in after] == [200] * len(after), after

@@ -9,12 +9,13 @@ killed inside a transaction costs a server connection)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psycopg
 import pytest
 
-from conftest import Bouncer, get, start_gunicorn, stop
+from conftest import Bouncer, get, start_gunicorn, stop, until_ready
 
 STALL = 8.0  # seconds the lock holder keeps the table from every reader
 # The services' lock_timeout outlasts the stall: the statement waits until the holder lets go
@@ -30,6 +31,21 @@ def _stock(bouncer: Bouncer) -> None:
 def _not_ready(bouncer: Bouncer, reader: object, settle: float = 1.0) -> int:
     time.sleep(settle)  # PgBouncer writes its log asynchronously
     return int(reader.counts().total["not_ready"])  # type: ignore[attr-defined]
+
+
+def _queued_behind_lock(bouncer: Bouncer, within: float = 15.0) -> bool:
+    """Whether a statement on ``stock`` comes to wait for a lock within ``within`` seconds."""
+    end = time.monotonic() + within
+    with psycopg.connect(bouncer.direct, autocommit=True) as conn:
+        while time.monotonic() < end:
+            row = conn.execute(
+                "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+                "and datname = current_database() and query ilike '%%stock%%' "
+                "and pid <> pg_backend_pid()").fetchone()
+            if row and row[0]:
+                return True
+            time.sleep(0.05)
+    return False
 
 
 def _some_not_ready(bouncer: Bouncer, reader: object, within: float = 20.0) -> int:
@@ -96,25 +112,39 @@ def test_gunicorn_limits_in_order_kill_nothing_under_a_stall(
         order, bouncer, tmp_path, pgsteady_lock_holder):
     """A sync worker's request writes to a locked table in a transaction. Deadline < --timeout: a 504 at the
     deadline, no WORKER TIMEOUT, 0 not-ready closures. Reversed: gunicorn kills the worker
-    mid-query and PgBouncer destroys its server connection (a not-ready closure)."""
+    mid-query and PgBouncer destroys its server connection (a not-ready closure). The worker
+    is ready (connected) before the stall, and the test sees its statement queue behind the
+    lock: the kill lands on a statement in flight, however slow the machine."""
     _stock(bouncer)
     extra, env = GUNICORN_ORDERS[order]
     proc, port, log = start_gunicorn("gunicorn_conf.py", "wsgi_app:app", bouncer, tmp_path,
                                      *extra, WEB_CONCURRENCY="1", LOCK_TIMEOUT=LOCK_TIMEOUT,
                                      **env)
+    answer: dict[str, tuple[int, dict[str, object]]] = {}
+
+    def restock() -> None:
+        try:
+            answer["restock"] = get(port, "/restock", timeout=20)
+        except OSError as exc:  # the worker died under the request
+            answer["restock"] = (0, {"error": repr(exc)})
+
     try:
+        ready = until_ready(port, "/health/ready")
         reader = bouncer.cluster.pgbouncer.log_reader()
         holder = pgsteady_lock_holder(bouncer.direct, "stock", "ACCESS EXCLUSIVE")
         held_at = time.monotonic()
-        try:
-            status, body = get(port, "/restock", timeout=20)
-        except OSError as exc:  # the worker died under the request
-            status, body = 0, {"error": repr(exc)}
+        request = threading.Thread(target=restock)
+        request.start()
+        queued = _queued_behind_lock(bouncer)
+        request.join(30)
         time.sleep(max(0.0, STALL - (time.monotonic() - held_at)))
         holder.release()
     finally:
         output = stop(proc)
     text = log.read_text() + output
+    assert ready[0] == 200, ready
+    assert queued, "the request's statement never queued behind the lock\n" + text[-3000:]
+    status, body = answer["restock"]
     not_ready = _not_ready(bouncer, reader) if order == "deadline-first" else \
         _some_not_ready(bouncer, reader)
     if order == "deadline-first":
@@ -124,4 +154,4 @@ def test_gunicorn_limits_in_order_kill_nothing_under_a_stall(
     else:
         assert status != 200
         assert "WORKER TIMEOUT" in text, text[-2000:]
-        assert not_ready >= 1
+        assert not_ready >= 1, bouncer.cluster.pgbouncer.log_path.read_text()[-5000:] + text
