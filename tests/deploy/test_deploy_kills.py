@@ -76,10 +76,14 @@ def test_celery_limits_in_order_kill_nothing_under_a_stall(
     kills the pool process and PgBouncer logs not-ready closures."""
     _stock(bouncer)
     worker = celery_worker(LOCK_TIMEOUT=LOCK_TIMEOUT, **ORDERS[order])
+    # both pool processes connected before the stall (a task each, at once)
+    warm = [worker.send("whoami", f"warm{n}") for n in range(4)]
+    assert all(result.get(timeout=60) for result in warm)
     reader = bouncer.cluster.pgbouncer.log_reader()
     holder = pgsteady_lock_holder(bouncer.direct, "stock", "ACCESS EXCLUSIVE")
     held_at = time.monotonic()
     results = [worker.send("restock") for _ in range(2)]
+    queued = _queued_behind_lock(bouncer)
     outcomes = []
     for result in results:
         try:
@@ -91,6 +95,7 @@ def test_celery_limits_in_order_kill_nothing_under_a_stall(
     log = worker.close()
     not_ready = _not_ready(bouncer, reader) if order == "deadline-first" else \
         _some_not_ready(bouncer, reader)
+    assert queued, "no task's statement queued behind the lock\n" + log[-3000:]
     if order == "deadline-first":
         assert outcomes == [{"deadline": "running"}] * 2
         assert "Hard time limit" not in log
