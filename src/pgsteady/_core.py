@@ -32,10 +32,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 
+from pgsteady import _direct
 from pgsteady._outcome import pooler_refusal
 from pgsteady.errors import (
     CannotConnect,
@@ -57,6 +58,18 @@ from pgsteady.settings import (
 log = logging.getLogger("pgsteady.runner")
 
 T = TypeVar("T")
+
+
+class Lendable(Protocol):
+    """A worker's slot as :meth:`Core.lend` sees it: the connection it holds between jobs,
+    how many jobs that connection ran, and whether a caller has it now."""
+
+    conn: Any
+    turns: int
+    lent: bool
+
+
+S = TypeVar("S", bound=Lendable)
 
 
 class _Default:
@@ -101,6 +114,7 @@ class Job:
     result: Any = None
     error: BaseException | None = None
     waker: Any = None  # the shell's completion signal: a Lock (threads) or a Future (asyncio)
+    dropped_in: Phase = "queued"  # where a DROPPED job was when its deadline passed
     commit_sent: bool = False
     """Set by the work just before it sends a statement that commits on its own or a COMMIT:
     from then on, a broken connection leaves the outcome unknown."""
@@ -188,6 +202,31 @@ class Core:
         """Whether a job may skip the backlog now (:meth:`start`): open, and nobody queued."""
         return self.opened and not self.closed and not self.waiting
 
+    def lend(self, idle_holding: list[S], job: Job) -> S | None:
+        """An idle worker's slot whose connection ``job``'s caller runs it on
+        (``pgsteady._direct``), ``job`` started; None if a job is queued (no overtaking), no
+        worker idles holding a connection, or the deadline has passed (the hand-off then drops
+        the job unsent). Under the executor's lock."""
+        if not idle_holding or not self.can_start():
+            return None
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            return None
+        slot = idle_holding.pop()
+        slot.lent = True
+        self.start(job)
+        return slot
+
+    def returned(self, slot: Lendable, job: Job, result: Any,
+                 error: BaseException | None) -> bool:
+        """The caller's statement on ``slot``'s connection ended: record it, and give the
+        slot back. True if its worker must wake (a queued job, closing, a connection to
+        retire); else the slot idles again and the caller lists it. Under the lock."""
+        self.finish(job, result, error)
+        slot.lent = False
+        slot.turns += 1
+        return bool(self.waiting or self.closed or not _direct.ready(slot.conn)
+                    or slot.turns >= KEEP_CONNECTION_FOR)
+
     def start(self, job: Job) -> None:
         """Accept ``job`` straight into RUNNING: its caller holds an idle connection and runs
         it at once (``pgsteady._direct``), the backlog being empty."""
@@ -232,6 +271,7 @@ class Core:
         self.connecting -= 1
         if job.abandoned or (job.deadline is not None and time.monotonic() >= job.deadline):
             job.state = State.DROPPED
+            job.dropped_in = "connecting"  # its deadline ended the wait for a connection
             self.dropped_before_start += 1
         else:
             job.state = State.DONE
@@ -273,7 +313,7 @@ class Core:
             self.dropped_before_start += 1
             phase = "queued"
         elif job.state == State.DROPPED:
-            phase = "queued"
+            phase = job.dropped_in
         elif job.state == State.CONNECTING:
             phase = "connecting"
         else:
@@ -285,8 +325,8 @@ class Core:
         """What the caller gets for a job that ended while it waited."""
         if job.state == State.DROPPED:  # a worker found it past its deadline
             if not job.abandoned:  # give_up() has not counted it already
-                self.exceeded["queued"] += 1
-            raise DeadlineExceeded("queued", job.budget or 0.0, now - job.submitted)
+                self.exceeded[job.dropped_in] += 1
+            raise DeadlineExceeded(job.dropped_in, job.budget or 0.0, now - job.submitted)
         if job.error is not None:
             raise job.error
         return job.result

@@ -11,6 +11,11 @@ the deadline the caller hands that generator to the connection's worker, which d
 its end: the query is neither cancelled nor cut off, the connection goes back to the pool only
 after it, and the caller leaves with ``DeadlineExceeded`` at once.
 
+``AsyncDatabase`` does the same on the caller's task (:class:`DrivenAsyncConnection`): a
+hand-off there costs two task switches per call, more than psycopg_pool's whole checkout. A
+caller cancelled in the wait (``asyncio.timeout``, a closed client) leaves the same way: the
+statement is handed over, never cancelled (psycopg's own ``wait`` cancels it on the server).
+
 No library offers this in public: it leans on ``Connection.wait``'s ``timeout`` and the
 ``_WaitTimeout`` it raises (recent psycopg 3.3 releases; not 3.2 or 3.3.0). :data:`ENABLED`
 probes for them once; without them every call takes the hand-off path, which is slower and
@@ -44,8 +49,13 @@ def _probe() -> type[BaseException] | None:
         params = inspect.signature(psycopg.Connection.wait).parameters
     except (TypeError, ValueError):
         return None
+    try:
+        aparams = inspect.signature(waiting.wait_async).parameters
+    except (AttributeError, TypeError, ValueError):
+        return None
     if not (isinstance(timeout_error, type) and issubclass(timeout_error, BaseException)
-            and "timeout" in params and callable(getattr(waiting, "wait", None))):
+            and "timeout" in params and "timeout" in aparams
+            and callable(getattr(waiting, "wait", None))):
         return None
     return timeout_error
 
@@ -92,19 +102,53 @@ class DrivenConnection(psycopg.Connection[TupleRow]):
         try:
             return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=left)
         except BaseException as exc:
-            # The deadline, or an exception raised into the wait (a signal handler's,
-            # Ctrl-C): leave, and the statement goes on without its caller. An error of the
-            # statement itself (a failed connection, a parameter that cannot be encoded) is
-            # the call's own failure.
-            deadline = isinstance(exc, _WAIT_TIMEOUT)
-            if not (deadline or _raised_into_wait(gen, exc)):
+            raised = _hand_over(self, drive, gen, exc)
+            if raised is exc:
                 raise
-            self.pgsteady_drive = None
-            drive.handed = True
-            error = drive.leave(gen, not deadline)
-            if deadline:
-                raise Left(error) from None
-            raise
+            raise raised from None
+
+
+class DrivenAsyncConnection(psycopg.AsyncConnection[TupleRow]):
+    """:class:`DrivenConnection` for asyncio: the caller's task drives the statement, and
+    leaves it to the worker at its deadline or when it is cancelled in the wait."""
+
+    pgsteady_drive: Drive | None = None
+
+    async def wait(self, gen: PQGen[Any], interval: float = INTERVAL,
+                   timeout: float | None = None) -> Any:
+        drive = self.pgsteady_drive
+        if drive is None or timeout is not None or _WAIT_TIMEOUT is None:
+            return await super().wait(gen, interval, timeout)
+        left = None if drive.deadline is None else max(0.0, drive.deadline - time.monotonic())
+        try:
+            # No interval timer: asyncio delivers a Ctrl-C or a cancel without one.
+            return await waiting.wait_async(gen, self.pgconn.socket, interval=_NO_INTERVAL,
+                                            timeout=left)
+        except BaseException as exc:  # a cancel, too, is raised into the wait
+            raised = _hand_over(self, drive, gen, exc)
+            if raised is exc:
+                raise
+            raise raised from None
+
+
+_NO_INTERVAL = 3600.0
+"""psycopg's async wait arms a timer for its interval; an hour is one that never fires."""
+
+
+def _hand_over(conn: DrivenConnection | DrivenAsyncConnection, drive: Drive, gen: PQGen[Any],
+               exc: BaseException) -> BaseException:
+    """What a driven wait ended by ``exc`` raises. The deadline, or an exception raised into
+    the wait (a signal handler's, Ctrl-C, a cancel): the caller leaves, and the statement goes
+    on without it on the worker (:class:`Left` for the deadline, else ``exc`` itself). An
+    error of the statement itself (a failed connection, a parameter that cannot be encoded)
+    is the call's own failure: ``exc``, nothing handed over."""
+    deadline = isinstance(exc, _WAIT_TIMEOUT)  # type: ignore[arg-type]
+    if not (deadline or _raised_into_wait(gen, exc)):
+        return exc
+    conn.pgsteady_drive = None
+    drive.handed = True
+    error = drive.leave(gen, not deadline)
+    return Left(error) if deadline else exc
 
 
 def _raised_into_wait(gen: PQGen[Any], exc: BaseException) -> bool:
@@ -132,6 +176,24 @@ def driven(base: type[psycopg.Connection[Any]]) -> type[psycopg.Connection[Any]]
     return type(f"Driven{base.__name__}", (DrivenConnection, base), {})
 
 
+@functools.cache
+def adriven(base: type[psycopg.AsyncConnection[Any]]) -> type[psycopg.AsyncConnection[Any]]:
+    """:func:`driven` for an ``AsyncConnectionPool``'s ``connection_class``."""
+    if issubclass(base, DrivenAsyncConnection):
+        return base
+    if base is psycopg.AsyncConnection:
+        return DrivenAsyncConnection
+    return type(f"Driven{base.__name__}", (DrivenAsyncConnection, base), {})
+
+
+async def afinish(conn: psycopg.AsyncConnection[Any], gen: PQGen[Any]) -> None:
+    """:func:`finish` on the worker's task."""
+    await conn.wait(gen)
+    if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+        await conn.close()
+        raise psycopg.OperationalError("the statement its caller left could not be finished")
+
+
 def finish(conn: psycopg.Connection[Any], gen: PQGen[Any]) -> None:
     """Drive a statement its caller left to its end, on the worker's thread. A connection
     left mid-command (the generator ended by an exception inside it) is closed: nothing
@@ -145,7 +207,7 @@ def finish(conn: psycopg.Connection[Any], gen: PQGen[Any]) -> None:
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
-def ready(conn: psycopg.Connection[Any]) -> bool:
+def ready(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether ``conn`` may be lent or used for the next job: open and idle — never with a
     statement running or a transaction open."""
     return not conn.closed and conn.pgconn.transaction_status == _IDLE
@@ -167,3 +229,18 @@ def settle(conn: psycopg.Connection[Any]) -> None:
         log.debug("could not bring a connection back to idle: %s", exc)
     if not ready(conn):
         conn.close()
+
+
+async def asettle(conn: psycopg.AsyncConnection[Any]) -> None:
+    """:func:`settle` on the worker's task."""
+    if ready(conn) or conn.closed:
+        return
+    try:
+        if conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE:
+            await conn.wait(generators.execute(conn.pgconn))
+        if not ready(conn):
+            await conn.rollback()
+    except Exception as exc:  # closed below: the pool gets nothing half-done
+        log.debug("could not bring a connection back to idle: %s", exc)
+    if not ready(conn):
+        await conn.close()

@@ -4,6 +4,8 @@
 Workers are ``pool_size`` tasks; a caller waits on a future with a timer, so giving up costs
 no task and no cancellation reaches the query. Cancelling the caller's own task (say, by an
 ``asyncio.timeout`` around the call) counts as giving up too: the query is left to finish.
+A one-statement call that finds a worker idle with a connection runs on the caller's own task
+instead, and hands its statement to that worker if it leaves (:mod:`pgsteady._direct`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -20,7 +23,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from pgsteady import _checks, _core, _fork, _outcome, _poollog, _setup
+from pgsteady import _checks, _core, _direct, _fork, _outcome, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job, wait_for_outcome
 from pgsteady.errors import CannotConnect, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
@@ -32,6 +35,18 @@ log = logging.getLogger("pgsteady.runner")
 T = TypeVar("T")
 _REFUSAL_CHECK = 0.2  # as Database's: how often a waiting caller looks for a refusal
 AsyncWork = Callable[[psycopg.AsyncConnection[Any], Job], Awaitable[Any]]
+
+
+@dataclass(eq=False)
+class _Slot:
+    """A worker task, the connection it holds between jobs, and who is using it: the
+    asyncio form of ``runner._Slot`` (one event loop: no lock)."""
+
+    wake: asyncio.Future[bool] | None = None  # what the parked worker waits on
+    conn: psycopg.AsyncConnection[Any] | None = None
+    turns: int = 0
+    lent: bool = False  # a caller runs a statement on ``conn`` in its own task
+    left: tuple[Any, Job] | None = None  # (generator, job) its caller left: finish it
 
 
 async def _one(cur: psycopg.AsyncCursor[Any]) -> Any:
@@ -75,8 +90,12 @@ class AsyncDatabase:
         # A pooler refusing pooler="direct"'s startup options, noted at connect (see Database).
         self._refused: list[str] = []
         kwargs = dict(pool_kwargs or {})
-        kwargs["connection_class"] = _outcome.watching(
-            kwargs.get("connection_class", psycopg.AsyncConnection), self._refused, pooler)
+        self._direct = _direct.ENABLED
+        if self._direct:
+            kwargs["connection_class"] = _direct.adriven(
+                kwargs.get("connection_class", psycopg.AsyncConnection))
+        kwargs["connection_class"] = _outcome.watching((
+            kwargs.get("connection_class", psycopg.AsyncConnection)), self._refused, pooler)
         # Every connection passes _configure, which also lists it for _fork.
         self._make_pool = functools.partial(
             AsyncConnectionPool, conninfo, **setup.pool_args(), configure=self._configure,
@@ -84,10 +103,10 @@ class AsyncDatabase:
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = self._make_pool()
         self._forked = False  # a child's copy, to start its own pool and workers on first use
         self._workers: list[asyncio.Task[None]] = []
-        # Idle workers; those holding a connection are woken first, so a job never waits
-        # for a connection while another worker holds one idle.
-        self._idle_holding: list[asyncio.Future[bool]] = []
-        self._idle_empty: list[asyncio.Future[bool]] = []
+        # Idle workers; those holding a connection are woken (or lent to a caller) first, so
+        # a job never waits for a connection while another worker holds one idle.
+        self._idle_holding: list[_Slot] = []
+        self._idle_empty: list[_Slot] = []
         self.conninfo = redact(conninfo)
         self.breaker = breaker
         _fork.track(self)
@@ -142,8 +161,8 @@ class AsyncDatabase:
     async def close(self, timeout: float = 10.0) -> None:
         for job in self._core.close():
             _settle(job)
-        for idle in self._idle_holding + self._idle_empty:
-            _wake(idle, False)
+        for slot in self._idle_holding + self._idle_empty:
+            _wake(slot.wake, False)
         if self._workers:
             await asyncio.wait(self._workers, timeout=timeout)
         await self._pool.close(timeout)
@@ -174,16 +193,18 @@ class AsyncDatabase:
 
     async def fetchone(self, query: Query, params: Params | None = None, *,
                        deadline: Duration = DEFAULT) -> Any:
-        return await self._call(self._statement(query, params, _one), deadline)
+        return await self._call(self._statement(query, params, _one), deadline, single=True)
 
     async def fetchall(self, query: Query, params: Params | None = None, *,
                        deadline: Duration = DEFAULT) -> list[Any]:
-        rows: list[Any] = await self._call(self._statement(query, params, _all), deadline)
+        rows: list[Any] = await self._call(self._statement(query, params, _all), deadline,
+                                           single=True)
         return rows
 
     async def execute(self, query: Query, params: Params | None = None, *,
                       deadline: Duration = DEFAULT) -> int:
-        count: int = await self._call(self._statement(query, params, _rowcount), deadline)
+        count: int = await self._call(self._statement(query, params, _rowcount), deadline,
+                                      single=True)
         return count
 
     async def run(self, fn: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]], *,
@@ -232,15 +253,21 @@ class AsyncDatabase:
 
         return local
 
-    async def _call(self, work: AsyncWork, deadline: Duration) -> Any:
+    async def _call(self, work: AsyncWork, deadline: Duration, single: bool = False) -> Any:
         if self.breaker is None:
-            return await self._unguarded(work, deadline)
-        return await _core.aguard(self.breaker, lambda: self._unguarded(work, deadline))
+            return await self._unguarded(work, deadline, single)
+        return await _core.aguard(self.breaker, lambda: self._unguarded(work, deadline, single))
 
-    async def _unguarded(self, work: AsyncWork, deadline: Duration) -> Any:
+    async def _unguarded(self, work: AsyncWork, deadline: Duration, single: bool) -> Any:
+        """Run ``work`` and wait for it until the deadline. ``single``: it sends one
+        statement, so its caller may run it on a borrowed connection (``_direct``)."""
         if self._forked:
             await self._restart()
         job = _core.new_job(work, deadline, self.default_deadline)
+        if single and self._direct and (job.budget is None or job.budget > 0):
+            slot = self._core.lend(self._idle_holding, job)
+            if slot is not None:
+                return await self._drive(slot, job)
         self._core.admit(job)
         job.waker = asyncio.get_running_loop().create_future()
         self._wake_one()
@@ -249,65 +276,142 @@ class AsyncDatabase:
     def _wake_one(self) -> None:
         for idle in (self._idle_holding, self._idle_empty):
             while idle:
-                waiter = idle.pop()
-                if not waiter.done():
-                    waiter.set_result(True)
+                slot = idle.pop()
+                if slot.wake is not None and not slot.wake.done():
+                    slot.wake.set_result(True)
                     return
+
+    # -- a caller on a borrowed connection (see _direct) -------------------------------------
+
+    async def _drive(self, slot: _Slot, job: Job) -> Any:
+        conn = slot.conn
+        assert isinstance(conn, _direct.DrivenAsyncConnection)
+        drive = _direct.Drive(job.deadline,
+                              lambda gen, interrupted: self._leave(slot, job, gen, interrupted))
+        try:
+            conn.pgsteady_drive = drive
+            result = await job.work(conn, job)
+        except _direct.Left as left:  # the deadline passed; the worker finishes the statement
+            raise left.error from None
+        except BaseException as exc:
+            if drive.handed:  # cancelled or interrupted in the wait: the worker has it
+                _core.caller_left(exc)
+                raise
+            error = _core.wrap_error(exc, job, broken=conn.closed)
+            self._return(slot, job, None, error)
+            if error is exc or not isinstance(exc, Exception):
+                raise
+            raise error from exc
+        self._return(slot, job, result, None)
+        return result
+
+    def _return(self, slot: _Slot, job: Job, result: Any, error: BaseException | None) -> None:
+        """The caller's statement ended: the worker gets its connection back, and wakes only
+        if there is something to do (a queued job, closing, a connection to retire)."""
+        conn = slot.conn
+        assert isinstance(conn, _direct.DrivenAsyncConnection)
+        conn.pgsteady_drive = None
+        if (self._core.returned(slot, job, result, error) or slot.wake is None
+                or slot.wake.done()):  # a worker woken already looks at the slot itself
+            _wake(slot.wake, True)
+        else:
+            self._idle_holding.append(slot)
+
+    def _leave(self, slot: _Slot, job: Job, gen: Any, interrupted: bool) -> BaseException:
+        """The caller leaves mid-statement (its deadline passed, or it was cancelled or
+        ``interrupted``): its worker drives the statement to its end."""
+        slot.left = (gen, job)
+        error = self._core.give_up(job, time.monotonic(), interrupted)
+        _wake(slot.wake, True)
+        assert error is not None  # a started job ends only by the worker, after this
+        return error
+
+    async def _finish_left(self, slot: _Slot, gen: Any, job: Job) -> None:
+        assert slot.conn is not None
+        error = None
+        try:
+            await _direct.afinish(slot.conn, gen)
+        except BaseException as exc:  # recorded; a worker must not die silently
+            error = _core.wrap_error(exc, job, broken=slot.conn.closed)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._core.finish(job, None, error)
+            slot.lent = False
+            slot.turns += 1
+
+    # -- workers -----------------------------------------------------------------------------
 
     async def _worker(self) -> None:
         """Take jobs; run each on a connection held between jobs while work keeps coming
-        (a pool round trip per job would cost more than the runner itself)."""
-        conn: psycopg.AsyncConnection[Any] | None = None
-        turns = 0
+        (a pool round trip per job would cost more than the runner itself). While a caller
+        has the connection (``_direct``), wait for it back, or for the statement it left."""
+        slot = _Slot()
         yielded = False
         try:
             while True:
+                left, slot.left = slot.left, None
+                if left is not None:
+                    await self._finish_left(slot, *left)
+                    continue
+                if slot.lent:
+                    await self._park(slot, listed=False)
+                    continue
+                if slot.conn is not None and (not _direct.ready(slot.conn)
+                                              or slot.turns >= _core.KEEP_CONNECTION_FOR):
+                    await self._give_back(slot)  # the pool resets or replaces it
+                    continue
                 job = self._core.take()
                 if job is None:
                     if self._core.closed:
                         return
-                    if not yielded:
+                    if not yielded and not self._direct:
                         # One turn of the loop first: a caller that just got its answer
                         # usually submits its next job in that turn, which this worker then
                         # takes without being parked and woken (a loop turn saved per call).
+                        # With _direct, parking at once is what lets that caller borrow
+                        # this connection and skip the hand-off altogether.
                         yielded = True
                         await asyncio.sleep(0)
                         continue
                     yielded = False
-                    woken = await self._idle_wait(conn is not None)
-                    if not woken and conn is not None and not self._core.waiting:
-                        await self._give_back(conn)  # quiet: pool's turn
-                        conn, turns = None, 0
+                    await self._park(slot, listed=True)
                     continue
-                if conn is None:
-                    conn = await self._connection_for(job)
-                    if conn is None:
-                        continue
-                await self._run(job, conn)
-                turns += 1
-                if (conn.closed or turns >= _core.KEEP_CONNECTION_FOR
-                        or conn.pgconn.transaction_status != _IDLE):  # the pool resets it
-                    await self._give_back(conn)
-                    conn, turns = None, 0
+                if slot.conn is None and not await self._connection_for(slot, job):
+                    continue
+                assert slot.conn is not None
+                await self._run(job, slot.conn)
+                slot.turns += 1
         finally:
-            if conn is not None:
-                await self._give_back(conn)
+            if slot.conn is not None and not slot.lent:
+                await self._give_back(slot)
 
-    async def _idle_wait(self, holding: bool) -> bool:
-        """Wait to be woken for a job (True) or until the idle time passes (False)."""
+    async def _park(self, slot: _Slot, *, listed: bool) -> None:
+        """Wait to be woken for a job, or (``listed`` False: lent) for the connection back or
+        the statement its caller left; give the connection back to the pool after a quiet
+        while, to let the pool look after it."""
         loop = asyncio.get_running_loop()
-        idle: asyncio.Future[bool] = loop.create_future()
-        waiters = self._idle_holding if holding else self._idle_empty
-        waiters.append(idle)
-        timer = loop.call_later(_core.HOLD_IDLE if holding else _core.IDLE_POLL, _wake, idle, False)
+        wake = slot.wake = loop.create_future()
+        if listed:
+            (self._idle_holding if slot.conn is not None else self._idle_empty).append(slot)
+        timer = loop.call_later(_core.HOLD_IDLE if slot.conn is not None else _core.IDLE_POLL,
+                                _wake, wake, False)
         try:
-            return await idle
+            woken = await wake
         finally:
             timer.cancel()
-            if idle in waiters:
-                waiters.remove(idle)
+            for idle in (self._idle_holding, self._idle_empty):
+                if slot in idle:
+                    idle.remove(slot)
+        if (not woken and not self._core.waiting and not slot.lent
+                and slot.conn is not None):
+            await self._give_back(slot)
 
-    async def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    async def _give_back(self, slot: _Slot) -> None:
+        conn = slot.conn
+        assert conn is not None
+        slot.conn, slot.turns = None, 0
+        await _direct.asettle(conn)  # never back to the pool mid-statement or mid-transaction
         self._core.held -= 1
         await self._pool.putconn(conn)
 
@@ -326,7 +430,8 @@ class AsyncDatabase:
                     raise
         raise UsageError(self._refused[0])
 
-    async def _connection_for(self, job: Job) -> psycopg.AsyncConnection[Any] | None:
+    async def _connection_for(self, slot: _Slot, job: Job) -> bool:
+        """Get ``slot`` a connection for ``job``; False (the job ended) if none came."""
         remaining = job.remaining(time.monotonic())
         wait = self._connect_timeout if remaining is None else max(remaining, 0.001)
         try:
@@ -336,9 +441,10 @@ class AsyncDatabase:
                 _core.no_connection_error(exc, wait)
             self._core.no_connection(job, error)
             _settle(job)
-            return None
+            return False
         self._core.held += 1
-        return conn
+        slot.conn = conn
+        return True
 
     async def _run(self, job: Job, conn: psycopg.AsyncConnection[Any]) -> None:
         """Run ``job`` to its end on ``conn`` — the deadline does not interrupt it."""
@@ -360,8 +466,8 @@ class AsyncDatabase:
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 
 
-def _wake(idle: asyncio.Future[bool], woken: bool) -> None:
-    if not idle.done():
+def _wake(idle: asyncio.Future[bool] | None, woken: bool) -> None:
+    if idle is not None and not idle.done():
         idle.set_result(woken)
 
 

@@ -120,8 +120,8 @@ class Database:
         # A pooler refusing pooler="direct"'s startup options, noted at connect: callers
         # waiting for a connection then fail at once with the fix, not at their deadline.
         self._refused: list[str] = []
-        kwargs["connection_class"] = _outcome.watching(
-            kwargs.get("connection_class", psycopg.Connection), self._refused, pooler)
+        kwargs["connection_class"] = _outcome.watching((
+            kwargs.get("connection_class", psycopg.Connection)), self._refused, pooler)
         self._prefix = setup.prefix
         self._set_query = setup.set_query
         self._check_slots = pooler == "direct"
@@ -322,7 +322,7 @@ class Database:
         job = _core.new_job(work, deadline, self.default_deadline)
         borrow = single and self._direct and (job.budget is None or job.budget > 0)
         with self._lock:  # one look: borrow an idle connection, else queue for a worker
-            slot = self._lend(job) if borrow else None
+            slot = self._core.lend(self._idle_holding, job) if borrow else None
             if slot is None:
                 job.waker = threading.Lock()
                 job.waker.acquire()
@@ -336,18 +336,6 @@ class Database:
         return _core.wait_for_outcome_in_thread(self._core, job, self._lock)
 
     # -- a caller on a borrowed connection (see _direct) -------------------------------------
-
-    def _lend(self, job: Job) -> _Slot | None:
-        """Under the lock: an idle worker's connection for ``job``'s caller, with ``job``
-        started, or None if a job is queued (no overtaking) or no worker idles holding one."""
-        if not self._idle_holding or not self._core.can_start():
-            return None
-        if job.deadline is not None and time.monotonic() >= job.deadline:
-            return None  # the hand-off drops it unsent (Core.begin)
-        slot = self._idle_holding.pop()
-        slot.lent = True
-        self._core.start(job)
-        return slot
 
     def _drive(self, slot: _Slot, job: Job) -> Any:
         conn = slot.conn
@@ -377,11 +365,7 @@ class Database:
         assert isinstance(slot.conn, _direct.DrivenConnection)
         slot.conn.pgsteady_drive = None
         with self._lock:
-            self._core.finish(job, result, error)
-            slot.lent = False
-            slot.turns += 1
-            if (self._core.waiting or self._core.closed or not _direct.ready(slot.conn)
-                    or slot.turns >= _core.KEEP_CONNECTION_FOR):
+            if self._core.returned(slot, job, result, error):
                 slot.wake.set()
             else:
                 self._idle_holding.append(slot)

@@ -118,3 +118,23 @@ def test_recovers_through_pgbouncer_within_seconds_of_postgres(make_db):
             time.sleep(0.3)
         cluster.postgres.start()
         assert _works_again(db, within=15) < 6
+
+
+def test_a_deadline_passed_waiting_for_a_connection_says_so(make_db, pgsteady_proxy,
+                                                            pgsteady_postgres):
+    """No connection can be made (the network swallows every attempt): a call that ends at its
+    deadline says it was waiting for a connection, whichever of the worker's wait and the
+    caller's ends first (it said "queued in pgsteady" when the worker's ended first)."""
+    pgsteady_proxy.blackhole(True)
+    db = make_db(pgsteady_postgres.dsn(port=pgsteady_proxy.port), pool_size=2,
+                 connect_timeout=2)
+    phases = []
+    for _ in range(4):
+        with pytest.raises(DeadlineExceeded) as info:
+            db.fetchone("select 1", deadline=1.0)
+        phases.append(info.value.phase)
+        assert "waiting for a connection" in str(info.value)
+    assert phases == ["connecting"] * 4
+    stats = db.stats()
+    assert stats.deadline_exceeded_connecting == 4 and stats.deadline_exceeded_queued == 0
+    pgsteady_proxy.blackhole(False)
