@@ -21,15 +21,29 @@ So, in the child, at the earliest moment Python offers (``os.register_at_fork``'
    workers and breaker window built on its first use in the child.
 
 The parent is untouched: the hook runs in the child only.
+
+One thing the parent does: it never forks while one of its threads is inside libpq making a
+connection. libpq's SCRAM exchange runs in OpenSSL (psycopg's binary wheel bundles its own),
+which takes process-wide locks; a fork that lands while a pool thread holds one leaves it
+locked forever in the child, whose first connection then hangs (measured: 1 fork in 80 made
+a few milliseconds after a pool started connecting, as gunicorn ``--preload`` does right after
+importing the app). So every step of an executor's connection attempt runs under
+:data:`_STEP`, and ``os.fork`` takes it first (``register_at_fork(before=...)``): the fork
+waits for the step in flight, a millisecond or two.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
+import threading
 import weakref
+from collections.abc import Generator
 from typing import Any, Protocol
+
+import psycopg
 
 log = logging.getLogger("pgsteady.runner")
 
@@ -71,7 +85,55 @@ def silence(conn: Any) -> None:
         os.dup2(dummy.fileno(), fd, inheritable=False)
 
 
+_STEP = threading.Lock()
+"""Held by a thread while it runs one step of a connection attempt (inside libpq), and by
+``os.fork`` (see the module docstring)."""
+
+
+def stepped(gen: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """psycopg's connection generator ``gen``, each step of it run under :data:`_STEP`."""
+    try:
+        with _STEP:
+            value = next(gen)
+        while True:
+            sent = yield value
+            with _STEP:
+                value = gen.send(sent)
+    except StopIteration as done:
+        return done.value
+    finally:
+        gen.close()
+
+
+class ForkSafeConnect:
+    """Mixed into an executor's connection class: its connection attempts never overlap a
+    fork (see the module docstring)."""
+
+    @classmethod
+    def _connect_gen(cls, conninfo: str = "") -> Any:
+        return stepped(super()._connect_gen(conninfo))  # type: ignore[misc]
+
+
+@functools.cache
+def fork_safe(base: type[Any]) -> type[Any]:
+    """``base`` (a sync or async psycopg connection class) with :class:`ForkSafeConnect`."""
+    if issubclass(base, ForkSafeConnect):
+        return base
+    if not issubclass(base, psycopg.Connection | psycopg.AsyncConnection):
+        return base  # not psycopg's: nothing of its connecting is ours to guard
+    return type(base.__name__, (ForkSafeConnect, base), {"__module__": base.__module__})
+
+
+def _before_fork() -> None:
+    _STEP.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    _STEP.release()
+
+
 def _after_fork_in_child() -> None:
+    _STEP.release()  # taken by the thread that forked, which is the child's only thread
     inherited = list(_CONNECTIONS)
     _CONNECTIONS.clear()
     for conn in inherited:
@@ -86,4 +148,5 @@ def _after_fork_in_child() -> None:
             log.exception("could not reset %r after fork", executor)
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                    after_in_child=_after_fork_in_child)

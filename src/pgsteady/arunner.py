@@ -94,7 +94,7 @@ class AsyncDatabase:
         if self._direct:
             kwargs["connection_class"] = _direct.adriven(
                 kwargs.get("connection_class", psycopg.AsyncConnection))
-        kwargs["connection_class"] = _outcome.watching((
+        kwargs["connection_class"] = _outcome.watching(_fork.fork_safe(
             kwargs.get("connection_class", psycopg.AsyncConnection)), self._refused, pooler)
         # Every connection passes _configure, which also lists it for _fork.
         self._make_pool = functools.partial(

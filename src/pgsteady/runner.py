@@ -120,7 +120,7 @@ class Database:
         # A pooler refusing pooler="direct"'s startup options, noted at connect: callers
         # waiting for a connection then fail at once with the fix, not at their deadline.
         self._refused: list[str] = []
-        kwargs["connection_class"] = _outcome.watching((
+        kwargs["connection_class"] = _outcome.watching(_fork.fork_safe(
             kwargs.get("connection_class", psycopg.Connection)), self._refused, pooler)
         self._prefix = setup.prefix
         self._set_query = setup.set_query
