@@ -9,6 +9,7 @@ killed inside a transaction costs a server connection)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -147,7 +148,8 @@ def test_gunicorn_limits_in_order_kill_nothing_under_a_stall(
     finally:
         output = stop(proc)
     text = log.read_text() + output
-    assert ready[0] == 200, ready
+    assert ready[0] == 200, json.dumps(ready) + "\n" + text[-3000:] + \
+        bouncer.cluster.pgbouncer.log_path.read_text()[-3000:]
     assert queued, "the request's statement never queued behind the lock\n" + text[-3000:]
     status, body = answer["restock"]
     not_ready = _not_ready(bouncer, reader) if order == "deadline-first" else \
