@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.abc import Params, Query
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pgsteady import _checks, _core, _direct, _fork, _outcome, _poollog, _setup
+from pgsteady import _checks, _core, _cursors, _direct, _fork, _outcome, _poollog, _setup
 from pgsteady._core import DEFAULT, Core, DatabaseStats, Job
 from pgsteady.errors import CannotConnect, UsageError
 from pgsteady.guards.breaker import CircuitBreaker
@@ -290,7 +290,10 @@ class Database:
         if not self._prefix:
             def plain(conn: psycopg.Connection[Any], job: Job) -> Any:
                 job.commit_sent = not conn.closed  # autocommit: the statement commits itself
-                return fetch(conn.execute(query, params))  # type: ignore[arg-type]
+                cur = _cursors.take(conn)
+                result = fetch(cur.execute(query, params))
+                _cursors.put_back(conn, cur, params)
+                return result
             return plain
         prefixed = sql.Composed([sql.SQL(self._prefix), sql.SQL(query) if isinstance(query, str)
                                  else query])

@@ -15,14 +15,21 @@ from pgsteady.errors import DeadlineExceeded
 from pgsteady.runner import Database
 
 
-class Recording(psycopg.Connection[Any]):
-    """A user's own connection class: the Database mixes the driven wait into it."""
-
-    threads: ClassVar[list[str]] = []
-
+class RecordingCursor(psycopg.Cursor[Any]):
     def execute(self, *args: Any, **kwargs: Any) -> Any:
         Recording.threads.append(threading.current_thread().name)
         return super().execute(*args, **kwargs)
+
+
+class Recording(psycopg.Connection[Any]):
+    """A user's own connection class (its cursors say on which thread each statement ran):
+    the Database mixes the driven wait into it."""
+
+    threads: ClassVar[list[str]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cursor_factory = RecordingCursor
 
 
 def _table(dsn: str) -> None:

@@ -17,15 +17,22 @@ from pgsteady.arunner import AsyncDatabase
 from pgsteady.errors import DeadlineExceeded
 
 
-class Recording(psycopg.AsyncConnection[Any]):
-    """A user's own connection class: the AsyncDatabase mixes the driven wait into it."""
-
-    tasks: ClassVar[list[str]] = []
-
+class RecordingCursor(psycopg.AsyncCursor[Any]):
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         task = asyncio.current_task()
         Recording.tasks.append(task.get_name() if task else "")
         return await super().execute(*args, **kwargs)
+
+
+class Recording(psycopg.AsyncConnection[Any]):
+    """A user's own connection class (its cursors say on which task each statement ran):
+    the AsyncDatabase mixes the driven wait into it."""
+
+    tasks: ClassVar[list[str]] = []
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cursor_factory = RecordingCursor
 
 
 def _table(dsn: str) -> None:
