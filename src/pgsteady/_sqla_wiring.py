@@ -64,8 +64,8 @@ class Wiring:
                         "session settings; make the steady object right after the engine "
                         "(or call engine.dispose())", owner)
 
-    def _do_connect(self, _dialect: Any, _record: Any, _cargs: Any,
-                    cparams: dict[str, Any]) -> None:
+    def _do_connect(self, dialect: Any, _record: Any, cargs: Any,
+                    cparams: dict[str, Any]) -> Any:
         startup = dict(self._startup)
         options = startup.pop("options", None)
         if options:  # the user's own -c settings come after ours, so theirs win
@@ -74,6 +74,16 @@ class Wiring:
         cparams.update(startup)
         if "connect_timeout" not in cparams and not os.environ.get("PGCONNECT_TIMEOUT", "").strip():
             cparams["connect_timeout"] = self._connect_timeout
+        # psycopg's connection attempts, made so that a fork never lands inside one (see
+        # pgsteady._fork): the async dialect takes the connect function, the sync one takes
+        # the connection from this event.
+        if getattr(dialect, "driver", None) != "psycopg":
+            return None
+        if getattr(dialect, "is_async", False):
+            cparams.setdefault("async_creator_fn",
+                               _fork.fork_safe(psycopg.AsyncConnection).connect)
+            return None
+        return _fork.fork_safe(psycopg.Connection).connect(*cargs, **cparams)
 
     def _on_connect(self, dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()

@@ -80,11 +80,14 @@ def test_connection_steps_run_under_the_fork_lock(pgsteady_database):
     assert not _fork._STEP.locked()  # and free once connected
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["sync", "async", "steady"])
 def test_children_forked_while_the_pool_connects_all_connect(pgsteady_stack,
                                                              pgsteady_database, kind):
     """Through PgBouncer (SCRAM on every login), 30 processes each fork 0-12 ms after their
-    Database started connecting; every child's first call is answered, none hangs."""
+    Database (or Steady's engine) started connecting; every child's first call is answered,
+    none hangs."""
+    if kind == "steady":
+        pytest.importorskip("sqlalchemy")
     cluster = pgsteady_stack(pool_size=8)
     dsn = cluster.pooled_dsn(pgsteady_database.name)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
