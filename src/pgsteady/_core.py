@@ -372,6 +372,17 @@ def caller_left(exc: BaseException) -> None:
         _LEFT.set(exc)
 
 
+def direct_failure(exc: BaseException, handed: bool, job: Job,
+                   broken: bool) -> BaseException | None:
+    """What a statement its caller ran on a borrowed connection (``pgsteady._direct``) and
+    that raised ``exc`` leaves to record: None if the caller left mid-wait (the worker has the
+    statement; its breaker counts the call neutral), else the job's error (:func:`wrap_error`)."""
+    if handed:
+        caller_left(exc)
+        return None
+    return wrap_error(exc, job, broken)
+
+
 def _verdict(exc: BaseException | None) -> Verdict:
     if exc is not None and exc is _LEFT.get():
         return "neutral"

@@ -298,10 +298,9 @@ class AsyncDatabase:
         except _direct.Left as left:  # the deadline passed; the worker finishes the statement
             raise left.error from None
         except BaseException as exc:
-            if drive.handed:  # cancelled or interrupted in the wait: the worker has it
-                _core.caller_left(exc)
+            error = _core.direct_failure(exc, drive.handed, job, broken=conn.closed)
+            if error is None:  # the worker has the statement
                 raise
-            error = _core.wrap_error(exc, job, broken=conn.closed)
             self._return(slot, job, None, error)
             if error is exc or not isinstance(exc, Exception):
                 raise
